@@ -1,0 +1,399 @@
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "pool.h"
+
+static const char pool_magic[8] = { 'K', 'V', 'F', 'S', 'P', 'O', 'O', 'L' };
+
+/* header fields, offsets as in pool.h */
+#define H_MAGIC 0
+#define H_VERSION 8
+#define H_HDRSIZE 12
+#define H_SLOTSIZE 16
+#define H_NSLOTS 24
+#define H_DATAOFF 32
+#define H_UUID 40
+#define H_FMTTIME 56
+
+struct kv_pool {
+	int fd;
+	uint8_t *base;		/* whole file mapped MAP_SHARED */
+	size_t map_len;
+	uint64_t slot_size;
+	uint32_t nslots;
+	bool formatted;
+	uint8_t uuid[KV_POOL_UUID_LEN];
+	char *path;
+
+	/*
+	 * Free slots as a stack, with each slot's position in it so that
+	 * reserve() can pull an arbitrary slot out in O(1).  pos[s] ==
+	 * KV_POOL_NO_SLOT means s is in use.  Guarded by lock.
+	 */
+	pthread_mutex_t lock;
+	uint32_t *stack;
+	uint32_t *pos;
+	uint32_t nfree;
+};
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static int geom_valid(const struct kv_pool_geom *g)
+{
+	if (!g || g->slot_size == 0 || g->slot_size % KV_POOL_SLOT_ALIGN ||
+	    g->nslots == 0 || g->nslots == KV_POOL_NO_SLOT)
+		return 0;
+	/* the file size must not overflow */
+	if (g->slot_size > (UINT64_MAX - KV_POOL_HDR_SIZE) / g->nslots)
+		return 0;
+	return 1;
+}
+
+static uint64_t file_size(const struct kv_pool_geom *g)
+{
+	return KV_POOL_HDR_SIZE + g->slot_size * g->nslots;
+}
+
+/* 1 when hdr is a pool header of this version, 0 otherwise */
+static int hdr_is_pool(const uint8_t *hdr, off_t len)
+{
+	return len >= (off_t)KV_POOL_HDR_SIZE &&
+	       memcmp(hdr + H_MAGIC, pool_magic, sizeof(pool_magic)) == 0 &&
+	       get_le32(hdr + H_VERSION) == KV_POOL_VERSION &&
+	       get_le32(hdr + H_HDRSIZE) == KV_POOL_HDR_SIZE &&
+	       get_le64(hdr + H_DATAOFF) == KV_POOL_HDR_SIZE;
+}
+
+/*
+ * Read the header with pread (not a mapping of the whole file, whose size
+ * we do not trust yet) and decide: 0 attach, 1 must format, <0 error.
+ */
+static int pool_check(int fd, const char *path, const struct kv_pool_geom *g,
+		      unsigned flags)
+{
+	uint8_t hdr[KV_POOL_HDR_SIZE];
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_size == 0)
+		return 1; /* just created */
+	n = pread(fd, hdr, sizeof(hdr), 0);
+	if (n < 0)
+		return -errno;
+	if (!hdr_is_pool(hdr, n)) {
+		if (flags & KV_POOL_REFORMAT)
+			return 1;
+		kvfs_err("%s is not a kvfs pool (or of another version); "
+			 "refusing to format it without reformat", path);
+		return -EINVAL;
+	}
+	if (get_le64(hdr + H_SLOTSIZE) != g->slot_size ||
+	    get_le32(hdr + H_NSLOTS) != g->nslots) {
+		if (flags & KV_POOL_REFORMAT)
+			return 1;
+		kvfs_err("pool %s has %u slots of %llu bytes, asked for %u of "
+			 "%llu; refusing to reformat it without reformat",
+			 path, get_le32(hdr + H_NSLOTS),
+			 (unsigned long long)get_le64(hdr + H_SLOTSIZE),
+			 g->nslots, (unsigned long long)g->slot_size);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size != file_size(g)) {
+		if (flags & KV_POOL_REFORMAT)
+			return 1;
+		kvfs_err("pool %s is %lld bytes, its header says %llu",
+			 path, (long long)st.st_size,
+			 (unsigned long long)file_size(g));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int pool_format(struct kv_pool *p)
+{
+	uint8_t *h = p->base;
+
+	if (getrandom(p->uuid, sizeof(p->uuid), 0) != sizeof(p->uuid))
+		return -EIO;
+	/* clear the old magic first: a kill mid-format leaves "not a pool" */
+	memset(h, 0, KV_POOL_HDR_SIZE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	put_le32(h + H_VERSION, KV_POOL_VERSION);
+	put_le32(h + H_HDRSIZE, KV_POOL_HDR_SIZE);
+	put_le64(h + H_SLOTSIZE, p->slot_size);
+	put_le32(h + H_NSLOTS, p->nslots);
+	put_le64(h + H_DATAOFF, KV_POOL_HDR_SIZE);
+	memcpy(h + H_UUID, p->uuid, sizeof(p->uuid));
+	put_le64(h + H_FMTTIME, kvfs_wall_ns());
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	memcpy(h + H_MAGIC, pool_magic, sizeof(pool_magic));
+	p->formatted = true;
+	return 0;
+}
+
+static int pool_map(struct kv_pool *p, int must_format)
+{
+	struct kv_pool_geom g = { p->slot_size, p->nslots };
+	uint64_t len = file_size(&g);
+
+	if (len > SIZE_MAX)
+		return -EFBIG;
+	if (must_format) {
+		/* drop old contents, then size the file; tmpfs keeps it
+		 * sparse, so only written pages cost memory */
+		if (ftruncate(p->fd, 0) < 0 || ftruncate(p->fd, (off_t)len) < 0)
+			return -errno;
+	}
+	p->map_len = (size_t)len;
+	p->base = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       p->fd, 0);
+	if (p->base == MAP_FAILED) {
+		p->base = NULL;
+		return -errno;
+	}
+	if (must_format)
+		return pool_format(p);
+	memcpy(p->uuid, p->base + H_UUID, sizeof(p->uuid));
+	return 0;
+}
+
+static int pool_lists_init(struct kv_pool *p)
+{
+	p->stack = malloc(sizeof(*p->stack) * p->nslots);
+	p->pos = malloc(sizeof(*p->pos) * p->nslots);
+	if (!p->stack || !p->pos)
+		return -ENOMEM;
+	/* lowest slot on top, so a fresh pool fills from slot 0 */
+	for (uint32_t i = 0; i < p->nslots; i++) {
+		p->stack[i] = p->nslots - 1 - i;
+		p->pos[p->nslots - 1 - i] = i;
+	}
+	p->nfree = p->nslots;
+	return pthread_mutex_init(&p->lock, NULL) ? -ENOMEM : 0;
+}
+
+int kv_pool_open(const char *path, const struct kv_pool_geom *g,
+		 unsigned flags, struct kv_pool **out)
+{
+	struct kv_pool *p;
+	int oflags = O_RDWR | O_CLOEXEC;
+	int rc, fmt;
+
+	if (!path || !*path || !out || !geom_valid(g) ||
+	    (flags & ~(unsigned)(KV_POOL_CREATE | KV_POOL_REFORMAT)))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->slot_size = g->slot_size;
+	p->nslots = g->nslots;
+	p->path = strdup(path);
+	if (!p->path) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	if (flags & KV_POOL_CREATE)
+		oflags |= O_CREAT;
+	/* 0600: the pool holds the cache's bytes, only its owner maps it */
+	p->fd = open(path, oflags, 0600);
+	if (p->fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	if (flock(p->fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		if (rc == -EBUSY)
+			kvfs_err("pool %s is in use by another process", path);
+		goto out_close;
+	}
+	fmt = pool_check(p->fd, path, g, flags);
+	if (fmt < 0) {
+		rc = fmt;
+		goto out_close;
+	}
+	rc = pool_map(p, fmt);
+	if (rc < 0)
+		goto out_unmap;
+	rc = pool_lists_init(p);
+	if (rc < 0)
+		goto out_unmap;
+	*out = p;
+	return 0;
+
+out_unmap:
+	if (p->base)
+		munmap(p->base, p->map_len);
+out_close:
+	close(p->fd);
+out_free:
+	free(p->stack);
+	free(p->pos);
+	free(p->path);
+	free(p);
+	return rc;
+}
+
+void kv_pool_close(struct kv_pool *p)
+{
+	if (!p)
+		return;
+	munmap(p->base, p->map_len);
+	close(p->fd); /* releases the flock */
+	pthread_mutex_destroy(&p->lock);
+	free(p->stack);
+	free(p->pos);
+	free(p->path);
+	free(p);
+}
+
+bool kv_pool_formatted(const struct kv_pool *p)
+{
+	return p->formatted;
+}
+
+const uint8_t *kv_pool_uuid(const struct kv_pool *p)
+{
+	return p->uuid;
+}
+
+uint64_t kv_pool_slot_size(const struct kv_pool *p)
+{
+	return p->slot_size;
+}
+
+uint32_t kv_pool_nslots(const struct kv_pool *p)
+{
+	return p->nslots;
+}
+
+const char *kv_pool_path(const struct kv_pool *p)
+{
+	return p->path;
+}
+
+int kv_pool_fd(const struct kv_pool *p)
+{
+	return p->fd;
+}
+
+uint64_t kv_pool_slot_offset(const struct kv_pool *p, uint32_t slot)
+{
+	return KV_POOL_HDR_SIZE + (uint64_t)slot * p->slot_size;
+}
+
+void *kv_pool_slot(const struct kv_pool *p, uint32_t slot)
+{
+	if (!p || slot >= p->nslots)
+		return NULL;
+	return p->base + kv_pool_slot_offset(p, slot);
+}
+
+/* pull slot out of the free stack: swap the top into its place */
+static void stack_take(struct kv_pool *p, uint32_t slot)
+{
+	uint32_t at = p->pos[slot];
+	uint32_t top = p->stack[--p->nfree];
+
+	p->stack[at] = top;
+	p->pos[top] = at;
+	p->pos[slot] = KV_POOL_NO_SLOT;
+}
+
+int kv_pool_alloc(struct kv_pool *p, uint32_t *slot)
+{
+	int rc = -ENOSPC;
+
+	if (!p || !slot)
+		return -EINVAL;
+	pthread_mutex_lock(&p->lock);
+	if (p->nfree) {
+		*slot = p->stack[p->nfree - 1];
+		stack_take(p, *slot);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int kv_pool_free(struct kv_pool *p, uint32_t slot)
+{
+	int rc = -EINVAL;
+
+	if (!p || slot >= p->nslots)
+		return -EINVAL;
+	pthread_mutex_lock(&p->lock);
+	if (p->pos[slot] == KV_POOL_NO_SLOT) {
+		p->stack[p->nfree] = slot;
+		p->pos[slot] = p->nfree++;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int kv_pool_reserve(struct kv_pool *p, uint32_t slot)
+{
+	int rc = -EBUSY;
+
+	if (!p || slot >= p->nslots)
+		return -EINVAL;
+	pthread_mutex_lock(&p->lock);
+	if (p->pos[slot] != KV_POOL_NO_SLOT) {
+		stack_take(p, slot);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+uint32_t kv_pool_nfree(struct kv_pool *p)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->nfree;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}

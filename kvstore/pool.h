@@ -1,0 +1,94 @@
+/*
+ * pool.h - the node's DRAM pool: one shared-memory file of fixed-size slots.
+ *
+ * The file (default under /dev/shm) is divided at format time into nslots
+ * slots of slot_size bytes with logical block ids 0..nslots-1, as Mooncake
+ * does.  It outlives the process that owns it (not a reboot), so a
+ * restarted kvfsd re-attaches it; which slots hold sealed blocks is the
+ * index's business (index.h), the pool only knows geometry and which slots
+ * are handed out in this process.
+ *
+ * File layout (little-endian, page 0 is the header):
+ *
+ *   offset  size  field
+ *   0       8     magic "KVFSPOOL"
+ *   8       4     version (KV_POOL_VERSION)
+ *   12      4     header size (4096)
+ *   16      8     slot_size (bytes, multiple of 4096)
+ *   24      4     nslots
+ *   28      4     reserved, 0
+ *   32      8     data_offset (4096): slot i is at data_offset + i*slot_size
+ *   40      16    uuid: random, new at every format; the index remembers
+ *                 it, so a pool lost to a reboot is never mistaken for the
+ *                 one the index describes
+ *   56      8     format time, ns since the epoch
+ *
+ * The magic is written last when formatting, so a format cut short by a
+ * kill leaves a file that reopens as "not a pool", never as a valid one.
+ *
+ * One process owns a pool at a time (flock); a second open is -EBUSY.
+ *
+ * Thread safety: alloc/free/reserve/nfree take the pool's mutex and may be
+ * called from any thread; slot pointers are stable for the pool's life.
+ */
+#ifndef KVFS_POOL_H
+#define KVFS_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KV_POOL_VERSION 1
+#define KV_POOL_HDR_SIZE 4096u
+#define KV_POOL_UUID_LEN 16
+#define KV_POOL_SLOT_ALIGN 4096u
+#define KV_POOL_NO_SLOT UINT32_MAX
+
+struct kv_pool;
+
+struct kv_pool_geom {
+	uint64_t slot_size;	/* multiple of KV_POOL_SLOT_ALIGN, > 0 */
+	uint32_t nslots;	/* 1 .. UINT32_MAX - 1 */
+};
+
+enum kv_pool_flags {
+	KV_POOL_CREATE = 1 << 0,   /* create the file when it is absent */
+	KV_POOL_REFORMAT = 1 << 1, /* format even over a valid pool */
+};
+
+/*
+ * Open (or create) the pool at path with geometry g.
+ *  - absent file: created and formatted with KV_POOL_CREATE, else -ENOENT
+ *  - valid header, same geometry: attached, contents kept
+ *  - valid header, other geometry, or not a pool: -EINVAL (the reason is
+ *    logged) unless KV_POOL_REFORMAT, which formats it anew
+ *  - bad geometry in g: -EINVAL; owned by another process: -EBUSY
+ * All slots start free; the caller reserves those it knows to be in use.
+ */
+int kv_pool_open(const char *path, const struct kv_pool_geom *g,
+		 unsigned flags, struct kv_pool **out);
+/* unmaps and closes; the file stays.  NULL is a no-op. */
+void kv_pool_close(struct kv_pool *p);
+
+/* true when this open formatted the file: no slot holds anything */
+bool kv_pool_formatted(const struct kv_pool *p);
+const uint8_t *kv_pool_uuid(const struct kv_pool *p);
+uint64_t kv_pool_slot_size(const struct kv_pool *p);
+uint32_t kv_pool_nslots(const struct kv_pool *p);
+const char *kv_pool_path(const struct kv_pool *p);
+int kv_pool_fd(const struct kv_pool *p);
+/* byte offset of a slot in the file, for mappers of the pool */
+uint64_t kv_pool_slot_offset(const struct kv_pool *p, uint32_t slot);
+
+/* address of slot (slot < nslots, else NULL) */
+void *kv_pool_slot(const struct kv_pool *p, uint32_t slot);
+
+/* O(1). -ENOSPC when no slot is free. */
+int kv_pool_alloc(struct kv_pool *p, uint32_t *slot);
+/* O(1). -EINVAL when slot is out of range or already free. */
+int kv_pool_free(struct kv_pool *p, uint32_t slot);
+/* mark a given slot used (recovery). -EINVAL out of range, -EBUSY used. */
+int kv_pool_reserve(struct kv_pool *p, uint32_t slot);
+uint32_t kv_pool_nfree(struct kv_pool *p);
+
+#endif /* KVFS_POOL_H */

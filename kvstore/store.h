@@ -1,0 +1,208 @@
+/*
+ * store.h - the node's block store: pool + durable index + in-memory table.
+ *
+ * A store owns one pool (pool.h) and one RocksDB index (index.h).  RocksDB
+ * is the durable truth; an in-memory hash table, rebuilt at open, serves
+ * every lookup, so no read path touches RocksDB.
+ *
+ * Block life:
+ *
+ *   kv_store_create  -> a slot owned by the writer: WRITING, invisible to
+ *                       get/lookup/match (they miss), but a second create of
+ *                       the same name is -EEXIST
+ *   kv_store_write   -> bytes land in the slot (or write through
+ *                       kv_store_wptr and declare the size)
+ *   kv_store_seal    -> checksum, record made durable, SEALED: visible,
+ *                       immutable, evictable when unreferenced
+ *   kv_store_abort   -> the slot is freed, nothing was ever visible
+ *
+ * References: kv_store_get hands out a reference (an open file, a map);
+ * kv_store_match pins a prefix under a lease.  A block with refs > 0 is
+ * never evicted; kv_store_remove of a referenced block hides its name at
+ * once and frees the slot when the last reference goes.
+ *
+ * Eviction: LRU over unreferenced sealed blocks, leaves first: a block with
+ * a cached child in its chain is evicted only when no unreferenced leaf is
+ * left, since a prefix match stops at the first miss and evicting a parent
+ * wastes every cached descendant.  Allocation evicts as needed; when every
+ * block is referenced it fails with -ENOSPC and no sealed block is touched.
+ *
+ * Locking: one mutex (store->lock) guards the table, the LRU lists, leases
+ * and counters.  Block bytes are copied outside it: a WRITING slot belongs
+ * to its writer alone, and a reference keeps a sealed slot from being
+ * reused.  kv_store_match holds the lock from the first probe to the last
+ * pin, so no eviction can run in the middle of a match.
+ *
+ * Durability: a seal writes its record through RocksDB's WAL without fsync.
+ * The pool lives in shared memory and dies with the machine anyway, so the
+ * failure to survive is the death of the process, and the WAL is in the
+ * kernel's page cache by then.  After a SIGKILL at any point, reopening
+ * keeps every sealed block whose checksum verifies, drops (and counts) any
+ * that do not, and frees every slot that was being written.
+ *
+ * Every call returns 0 (or a count) or a negative errno; bad arguments are
+ * -EINVAL, and no call touches errno.
+ */
+#ifndef KVFS_STORE_H
+#define KVFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash.h"
+
+struct kv_store;
+
+struct kv_store_config {
+	const char *pool_path;	/* shared-memory file, e.g. /dev/shm/kvfs.pool */
+	const char *index_dir;	/* RocksDB directory, created when absent */
+	uint64_t slot_size;	/* bytes per block slot, multiple of 4096 */
+	uint32_t nslots;	/* blocks the pool holds */
+	uint32_t lease_ms;	/* default match lease; 0 means 10000 */
+	bool reformat;		/* format pool and index anew if they differ */
+};
+
+/* per-namespace and whole-store counters (kv_store_stats) */
+struct kv_stats {
+	uint64_t blocks;	/* sealed blocks cached */
+	uint64_t bytes;		/* their sizes, summed */
+	uint64_t writing;	/* blocks being written */
+	uint64_t hits;		/* get/lookup hits + blocks matched */
+	uint64_t misses;	/* get/lookup misses + blocks past a match */
+	uint64_t evictions;	/* blocks evicted to make room or by request */
+	uint64_t seals;
+	uint64_t removed;	/* blocks unlinked */
+};
+
+struct kv_store_stats {
+	struct kv_stats total;
+	uint64_t slots_total;
+	uint64_t slots_free;	/* not holding a sealed or writing block */
+	uint64_t slot_size;
+	uint64_t leases;	/* live match leases */
+	uint64_t pinned;	/* sealed blocks with refs > 0 */
+	uint64_t recovered;	/* sealed blocks found valid at open */
+	uint64_t recovery_dropped; /* records dropped at open (bad checksum,
+				    * slot out of range or reused, lost pool) */
+};
+
+/* what lookup/stat tells about one block */
+struct kv_block_info {
+	uint32_t slot;
+	uint32_t checksum;	/* CRC-32C of the block's bytes */
+	uint64_t size;
+	uint64_t seal_ns;	/* wall clock, ns since the epoch */
+	uint32_t refs;
+	bool has_parent;
+	uint8_t parent[KVFS_HASH_LEN];
+};
+
+/* a reference from kv_store_get: data stays valid until kv_store_put */
+struct kv_ref {
+	const void *data;
+	uint64_t size;
+	uint32_t slot;
+	uint32_t gen;		/* guards against a stale or double put */
+};
+
+int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out);
+/* closes pool and index; outstanding refs and leases are dropped */
+void kv_store_close(struct kv_store *st);
+
+/* ---- namespaces ---------------------------------------------------- */
+
+/* -EEXIST when present (with any block_tokens), -EINVAL on a bad name
+ * (kvfs_ns_valid) or block_tokens outside 1..KVFS_BLOCK_TOKENS_MAX */
+int kv_store_ns_create(struct kv_store *st, const char *name,
+		       uint32_t block_tokens, uint32_t *id);
+/* -ENOENT when absent */
+int kv_store_ns_find(struct kv_store *st, const char *name, uint32_t *id,
+		     uint32_t *block_tokens);
+/* -ENOTEMPTY while it holds any block, sealed or being written */
+int kv_store_ns_remove(struct kv_store *st, const char *name);
+/* calls fn for each namespace in id order; a non-zero return stops the
+ * walk and is returned.  fn runs under the store lock: call nothing. */
+int kv_store_ns_foreach(struct kv_store *st,
+			int (*fn)(const char *name, uint32_t id,
+				  uint32_t block_tokens,
+				  const struct kv_stats *s, void *arg),
+			void *arg);
+
+/* ---- writing ------------------------------------------------------- */
+
+/*
+ * Start a block: takes a slot (evicting if needed) and returns a write
+ * handle in *wh.  parent is the hash of the previous block in the chain,
+ * or NULL for the first block; it steers eviction (leaves first).
+ * -EEXIST when the name is sealed or being written, -ENOENT for an unknown
+ * namespace, -ENOSPC when every slot is referenced or being written.
+ */
+int kv_store_create(struct kv_store *st, uint32_t ns,
+		    const uint8_t hash[KVFS_HASH_LEN],
+		    const uint8_t *parent, uint32_t *wh);
+/* copy len bytes at off into the block; -EFBIG past the slot's end */
+int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
+		   const void *buf, size_t len);
+/* the slot itself, for zero-copy writers; the size is then declared with
+ * kv_store_set_size.  NULL for a bad handle. */
+void *kv_store_wptr(struct kv_store *st, uint32_t wh);
+int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size);
+/* current size of a block being written (highest byte written) */
+int kv_store_wsize(struct kv_store *st, uint32_t wh, uint64_t *size);
+/* make it durable and visible; -EIO when the index write fails (the block
+ * is then aborted) */
+int kv_store_seal(struct kv_store *st, uint32_t wh);
+int kv_store_abort(struct kv_store *st, uint32_t wh);
+
+/* ---- reading ------------------------------------------------------- */
+
+/* take a reference on a sealed block; -ENOENT when not cached.  Counts a
+ * hit or a miss and refreshes the block's LRU position. */
+int kv_store_get(struct kv_store *st, uint32_t ns,
+		 const uint8_t hash[KVFS_HASH_LEN], struct kv_ref *ref);
+/* drop it; -EINVAL for a ref that is not live */
+int kv_store_put(struct kv_store *st, struct kv_ref *ref);
+/* metadata of a sealed block, no reference, no LRU change, no counters */
+int kv_store_stat(struct kv_store *st, uint32_t ns,
+		  const uint8_t hash[KVFS_HASH_LEN], struct kv_block_info *bi);
+/* cached or not: 1 / 0, counted as a hit or miss, refreshes LRU */
+int kv_store_lookup(struct kv_store *st, uint32_t ns,
+		    const uint8_t hash[KVFS_HASH_LEN]);
+
+/*
+ * Longest cached prefix of hashes[0..n-1]: returns the number of leading
+ * sealed blocks (0..n).  When lease is not NULL and the count is > 0, the
+ * matched blocks are pinned under a new lease (id in *lease) that lasts
+ * lease_ms (0: the store's default) unless released or renewed first; a
+ * client that dies therefore never pins forever.  *lease is 0 when nothing
+ * was pinned.  -EAGAIN when too many leases are live.
+ */
+long kv_store_match(struct kv_store *st, uint32_t ns,
+		    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+		    uint32_t lease_ms, uint64_t *lease);
+/* -ENOENT for an unknown or expired lease */
+int kv_store_lease_release(struct kv_store *st, uint64_t lease);
+int kv_store_lease_renew(struct kv_store *st, uint64_t lease,
+			 uint32_t lease_ms);
+/* expire due leases now (they also expire lazily on store calls) */
+void kv_store_lease_sweep(struct kv_store *st);
+
+/* ---- removal ------------------------------------------------------- */
+
+/* evict one sealed block now: -EBUSY while referenced, -ENOENT absent */
+int kv_store_evict(struct kv_store *st, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN]);
+/* unlink: the name goes now, the slot when the last reference does */
+int kv_store_remove(struct kv_store *st, uint32_t ns,
+		    const uint8_t hash[KVFS_HASH_LEN]);
+
+/* ---- stats --------------------------------------------------------- */
+
+int kv_store_stats(struct kv_store *st, struct kv_store_stats *out);
+/* one namespace's counters; -ENOENT when absent */
+int kv_store_ns_stats(struct kv_store *st, uint32_t ns, struct kv_stats *out);
+
+uint64_t kv_store_slot_size(const struct kv_store *st);
+
+#endif /* KVFS_STORE_H */

@@ -1,0 +1,675 @@
+/*
+ * store_block.c - the block table, LRU eviction and a block's life.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "clock.h"
+#include "crc32c.h"
+#include "log.h"
+#include "store_int.h"
+
+/* ---- keyed table hash (SipHash-1-3 over ns || hash) ----------------- */
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+static inline void sip_round(uint64_t v[4])
+{
+	v[0] += v[1];
+	v[1] = ROTL(v[1], 13);
+	v[1] ^= v[0];
+	v[0] = ROTL(v[0], 32);
+	v[2] += v[3];
+	v[3] = ROTL(v[3], 16);
+	v[3] ^= v[2];
+	v[0] += v[3];
+	v[3] = ROTL(v[3], 21);
+	v[3] ^= v[0];
+	v[2] += v[1];
+	v[1] = ROTL(v[1], 17);
+	v[1] ^= v[2];
+	v[2] = ROTL(v[2], 32);
+}
+
+static inline void sip_word(uint64_t v[4], uint64_t m)
+{
+	v[3] ^= m;
+	sip_round(v);
+	v[0] ^= m;
+}
+
+static uint32_t tab_hash(const struct kv_store *st, uint32_t ns,
+			 const uint8_t h[KVFS_HASH_LEN])
+{
+	uint64_t v[4] = {
+		st->sip_k0 ^ 0x736f6d6570736575ull,
+		st->sip_k1 ^ 0x646f72616e646f6dull,
+		st->sip_k0 ^ 0x6c7967656e657261ull,
+		st->sip_k1 ^ 0x7465646279746573ull,
+	};
+
+	for (int i = 0; i < KVFS_HASH_LEN; i += 8) {
+		uint64_t m;
+
+		memcpy(&m, h + i, 8);
+		sip_word(v, m);
+	}
+	/* last word: ns and the message length, as SipHash pads */
+	sip_word(v, (uint64_t)ns | (uint64_t)(KVFS_HASH_LEN + 4) << 56);
+	v[2] ^= 0xff;
+	for (int i = 0; i < 3; i++)
+		sip_round(v);
+	return (uint32_t)(v[0] ^ v[1] ^ v[2] ^ v[3]);
+}
+
+uint32_t tab_find(struct kv_store *st, uint32_t ns,
+		  const uint8_t hash[KVFS_HASH_LEN])
+{
+	uint32_t s = st->bucket[tab_hash(st, ns, hash) & st->bucket_mask];
+
+	while (s != NIL) {
+		const struct blk *b = &st->blk[s];
+
+		if (b->ns == ns && memcmp(b->hash, hash, KVFS_HASH_LEN) == 0)
+			return s;
+		s = b->hnext;
+	}
+	return NIL;
+}
+
+void tab_insert(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	uint32_t *head = &st->bucket[tab_hash(st, b->ns, b->hash) &
+				     st->bucket_mask];
+
+	b->hnext = *head;
+	*head = slot;
+}
+
+static void tab_remove(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	uint32_t *p = &st->bucket[tab_hash(st, b->ns, b->hash) &
+				  st->bucket_mask];
+
+	while (*p != NIL && *p != slot)
+		p = &st->blk[*p].hnext;
+	if (*p == slot)
+		*p = b->hnext;
+	b->hnext = NIL;
+}
+
+/* sealed, visible block of (ns, hash) or NIL */
+static uint32_t find_sealed(struct kv_store *st, uint32_t ns,
+			    const uint8_t hash[KVFS_HASH_LEN])
+{
+	uint32_t s = tab_find(st, ns, hash);
+
+	return s != NIL && st->blk[s].state == BLK_SEALED ? s : NIL;
+}
+
+/* ---- LRU ----------------------------------------------------------- */
+
+static struct lru *lru_of(struct kv_store *st, uint8_t list)
+{
+	return list == LIST_LEAF ? &st->leaf : &st->inner;
+}
+
+static void lru_del(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	struct lru *l;
+
+	if (b->list == LIST_NONE)
+		return;
+	l = lru_of(st, b->list);
+	if (b->lru_prev != NIL)
+		st->blk[b->lru_prev].lru_next = b->lru_next;
+	else
+		l->head = b->lru_next;
+	if (b->lru_next != NIL)
+		st->blk[b->lru_next].lru_prev = b->lru_prev;
+	else
+		l->tail = b->lru_prev;
+	l->len--;
+	b->list = LIST_NONE;
+	b->lru_prev = b->lru_next = NIL;
+}
+
+static uint8_t list_for(const struct blk *b)
+{
+	return b->nchild ? LIST_INNER : LIST_LEAF;
+}
+
+/* link slot into l just before `next` (NIL: at the tail) */
+static void lru_link(struct kv_store *st, struct lru *l, uint32_t slot,
+		     uint32_t next)
+{
+	struct blk *b = &st->blk[slot];
+	uint32_t prev = next != NIL ? st->blk[next].lru_prev : l->tail;
+
+	b->lru_prev = prev;
+	b->lru_next = next;
+	if (prev != NIL)
+		st->blk[prev].lru_next = slot;
+	else
+		l->head = slot;
+	if (next != NIL)
+		st->blk[next].lru_prev = slot;
+	else
+		l->tail = slot;
+	l->len++;
+}
+
+/* a use: at the MRU end of the list its child count calls for */
+void lru_add(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+
+	b->list = list_for(b);
+	b->last_use = ++st->tick;
+	lru_link(st, lru_of(st, b->list), slot, lru_of(st, b->list)->head);
+}
+
+/* a use: move to the MRU end (pinned blocks are on no list) */
+void blk_touch(struct kv_store *st, uint32_t slot)
+{
+	if (st->blk[slot].list == LIST_NONE)
+		return;
+	lru_del(st, slot);
+	lru_add(st, slot);
+}
+
+#define REFILE_WALK 64
+
+/*
+ * Re-file after nchild crossed zero, keeping the block's age: a parent
+ * whose last cached child was just evicted is often about as old as that
+ * child and should be a victim soon, not made young.  The sorted insert
+ * walks from the LRU end at most REFILE_WALK steps; a block younger than
+ * that many blocks of its new list is hot anyway and goes to the MRU end.
+ */
+static void lru_refile(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	uint8_t want = list_for(b);
+	struct lru *l = lru_of(st, want);
+	uint32_t cur, next = NIL;
+	int steps = 0;
+
+	if (b->list == LIST_NONE || b->list == want)
+		return;
+	lru_del(st, slot);
+	for (cur = l->tail; cur != NIL && st->blk[cur].last_use < b->last_use;
+	     cur = st->blk[cur].lru_prev) {
+		if (++steps > REFILE_WALK) {
+			cur = NIL;
+			break;
+		}
+		next = cur;
+	}
+	b->list = want;
+	/* cur is younger than b (or NIL: b is the youngest we saw) */
+	lru_link(st, l, slot, cur == NIL ? l->head : next);
+}
+
+void blk_ref(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+
+	if (b->refs++ == 0) {
+		lru_del(st, slot);
+		st->pinned++;
+	}
+}
+
+static void blk_release(struct kv_store *st, uint32_t slot);
+
+void blk_unref(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+
+	if (--b->refs)
+		return;
+	st->pinned--;
+	if (b->state == BLK_DEAD)
+		blk_release(st, slot);
+	else
+		lru_add(st, slot);
+}
+
+/* ---- parent links -------------------------------------------------- */
+
+void blk_link_parent(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	uint32_t p;
+
+	if (!b->has_parent)
+		return;
+	p = find_sealed(st, b->ns, b->parent);
+	if (p == NIL || p == slot)
+		return;
+	b->parent_slot = p;
+	b->parent_gen = st->blk[p].gen;
+	if (st->blk[p].nchild++ == 0)
+		lru_refile(st, p);
+}
+
+static void blk_unlink_parent(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	struct blk *p;
+
+	if (b->parent_slot == NIL)
+		return;
+	p = &st->blk[b->parent_slot];
+	/* gen differs: the parent went and its slot was reused */
+	if (p->gen == b->parent_gen && p->state == BLK_SEALED &&
+	    p->nchild && --p->nchild == 0)
+		lru_refile(st, b->parent_slot);
+	b->parent_slot = NIL;
+}
+
+/* ---- slot release and eviction ------------------------------------- */
+
+/* back to the pool; gen moves on so stale refs and child links miss */
+static void blk_release(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+
+	b->state = BLK_FREE;
+	b->gen++;
+	b->nchild = 0;
+	b->refs = 0;
+	kv_pool_free(st->pool, slot);
+}
+
+/*
+ * Take a sealed block out of the name space: record deleted first, so the
+ * slot is never rewritten while a record still points at it.
+ */
+static int blk_unpublish(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	struct store_ns *n = store_ns_get(st, b->ns);
+	int rc;
+
+	rc = kv_index_del_block(st->ix, b->ns, b->hash);
+	if (rc < 0)
+		return rc;
+	lru_del(st, slot);
+	tab_remove(st, slot);
+	blk_unlink_parent(st, slot);
+	st->total.blocks--;
+	st->total.bytes -= b->size;
+	if (n) {
+		n->s.blocks--;
+		n->s.bytes -= b->size;
+	}
+	return 0;
+}
+
+static void count_eviction(struct kv_store *st, uint32_t ns)
+{
+	struct store_ns *n = store_ns_get(st, ns);
+
+	st->total.evictions++;
+	if (n)
+		n->s.evictions++;
+}
+
+/* evict the best victim: LRU leaf, else LRU inner block; -ENOSPC */
+static int evict_one(struct kv_store *st)
+{
+	uint32_t v = st->leaf.tail != NIL ? st->leaf.tail : st->inner.tail;
+	uint32_t ns;
+	int rc;
+
+	if (v == NIL)
+		return -ENOSPC;
+	ns = st->blk[v].ns;
+	rc = blk_unpublish(st, v);
+	if (rc < 0)
+		return rc;
+	blk_release(st, v);
+	count_eviction(st, ns);
+	return 0;
+}
+
+static int slot_alloc(struct kv_store *st, uint32_t *slot)
+{
+	int rc;
+
+	lease_sweep_locked(st, kvfs_mono_ns());
+	while ((rc = kv_pool_alloc(st->pool, slot)) == -ENOSPC) {
+		rc = evict_one(st);
+		if (rc < 0)
+			return rc;
+	}
+	return rc;
+}
+
+void store_count_lookup(struct kv_store *st, struct store_ns *n,
+			uint64_t hits, uint64_t misses)
+{
+	st->total.hits += hits;
+	st->total.misses += misses;
+	if (n) {
+		n->s.hits += hits;
+		n->s.misses += misses;
+	}
+}
+
+/* ---- writing ------------------------------------------------------- */
+
+int kv_store_create(struct kv_store *st, uint32_t ns,
+		    const uint8_t hash[KVFS_HASH_LEN], const uint8_t *parent,
+		    uint32_t *wh)
+{
+	struct store_ns *n;
+	struct blk *b;
+	uint32_t slot;
+	int rc;
+
+	if (!st || !hash || !wh)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	n = store_ns_get(st, ns);
+	if (!n) {
+		rc = -ENOENT;
+		goto out_unlock;
+	}
+	if (tab_find(st, ns, hash) != NIL) {
+		rc = -EEXIST;
+		goto out_unlock;
+	}
+	rc = slot_alloc(st, &slot);
+	if (rc < 0)
+		goto out_unlock;
+	b = &st->blk[slot];
+	memcpy(b->hash, hash, KVFS_HASH_LEN);
+	b->has_parent = parent != NULL;
+	if (parent)
+		memcpy(b->parent, parent, KVFS_HASH_LEN);
+	else
+		memset(b->parent, 0, KVFS_HASH_LEN);
+	b->ns = ns;
+	b->size = 0;
+	b->refs = 0;
+	b->nchild = 0;
+	b->parent_slot = NIL;
+	b->list = LIST_NONE;
+	b->state = BLK_WRITING;
+	tab_insert(st, slot);
+	n->s.writing++;
+	st->total.writing++;
+	*wh = slot;
+out_unlock:
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+/* the writer's block, or NULL; the caller holds no lock: a WRITING slot
+ * is only ever changed by its writer, so reading its state is enough */
+static struct blk *wblk(struct kv_store *st, uint32_t wh)
+{
+	struct blk *b;
+	uint8_t state;
+
+	if (!st || wh >= st->nslots)
+		return NULL;
+	b = &st->blk[wh];
+	pthread_mutex_lock(&st->lock);
+	state = b->state;
+	pthread_mutex_unlock(&st->lock);
+	return state == BLK_WRITING ? b : NULL;
+}
+
+int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
+		   const void *buf, size_t len)
+{
+	struct blk *b = wblk(st, wh);
+
+	if (!b || (!buf && len))
+		return -EINVAL;
+	if (off > st->slot_size || len > st->slot_size - off)
+		return -EFBIG;
+	memcpy((uint8_t *)kv_pool_slot(st->pool, wh) + off, buf, len);
+	if (off + len > b->size)
+		b->size = off + len;
+	return 0;
+}
+
+void *kv_store_wptr(struct kv_store *st, uint32_t wh)
+{
+	return wblk(st, wh) ? kv_pool_slot(st->pool, wh) : NULL;
+}
+
+int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size)
+{
+	struct blk *b = wblk(st, wh);
+
+	if (!b)
+		return -EINVAL;
+	if (size > st->slot_size)
+		return -EFBIG;
+	b->size = size;
+	return 0;
+}
+
+int kv_store_wsize(struct kv_store *st, uint32_t wh, uint64_t *size)
+{
+	struct blk *b = wblk(st, wh);
+
+	if (!b || !size)
+		return -EINVAL;
+	*size = b->size;
+	return 0;
+}
+
+/* undo a create; lock held */
+static void abort_locked(struct kv_store *st, uint32_t slot)
+{
+	struct store_ns *n = store_ns_get(st, st->blk[slot].ns);
+
+	tab_remove(st, slot);
+	if (n)
+		n->s.writing--;
+	st->total.writing--;
+	blk_release(st, slot);
+}
+
+int kv_store_seal(struct kv_store *st, uint32_t wh)
+{
+	struct blk *b = wblk(st, wh);
+	struct kv_block_rec rec;
+	struct store_ns *n;
+	int rc;
+
+	if (!b)
+		return -EINVAL;
+	/* checksum and record outside the lock: the slot is ours alone */
+	rec.slot = wh;
+	rec.size = b->size;
+	rec.checksum = kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rec.seal_ns = kvfs_wall_ns();
+	rec.has_parent = b->has_parent;
+	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
+	rc = kv_index_put_block(st->ix, b->ns, b->hash, &rec);
+
+	pthread_mutex_lock(&st->lock);
+	if (rc < 0) {
+		abort_locked(st, wh);
+		goto out_unlock;
+	}
+	b->checksum = rec.checksum;
+	b->seal_ns = rec.seal_ns;
+	b->state = BLK_SEALED;
+	n = store_ns_get(st, b->ns);
+	n->s.writing--;
+	n->s.blocks++;
+	n->s.bytes += b->size;
+	n->s.seals++;
+	st->total.writing--;
+	st->total.blocks++;
+	st->total.bytes += b->size;
+	st->total.seals++;
+	blk_link_parent(st, wh);
+	lru_add(st, wh);
+out_unlock:
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int kv_store_abort(struct kv_store *st, uint32_t wh)
+{
+	if (!wblk(st, wh))
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	abort_locked(st, wh);
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+/* ---- reading ------------------------------------------------------- */
+
+int kv_store_get(struct kv_store *st, uint32_t ns,
+		 const uint8_t hash[KVFS_HASH_LEN], struct kv_ref *ref)
+{
+	uint32_t s;
+
+	if (!st || !hash || !ref)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	s = find_sealed(st, ns, hash);
+	store_count_lookup(st, store_ns_get(st, ns), s != NIL, s == NIL);
+	if (s != NIL) {
+		blk_ref(st, s);
+		ref->data = kv_pool_slot(st->pool, s);
+		ref->size = st->blk[s].size;
+		ref->slot = s;
+		ref->gen = st->blk[s].gen;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return s != NIL ? 0 : -ENOENT;
+}
+
+int kv_store_put(struct kv_store *st, struct kv_ref *ref)
+{
+	struct blk *b;
+	int rc = -EINVAL;
+
+	if (!st || !ref || ref->slot >= st->nslots)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	b = &st->blk[ref->slot];
+	if ((b->state == BLK_SEALED || b->state == BLK_DEAD) &&
+	    b->gen == ref->gen && b->refs) {
+		blk_unref(st, ref->slot);
+		ref->slot = NIL;	/* a second put is refused */
+		ref->data = NULL;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int kv_store_stat(struct kv_store *st, uint32_t ns,
+		  const uint8_t hash[KVFS_HASH_LEN], struct kv_block_info *bi)
+{
+	const struct blk *b;
+	uint32_t s;
+
+	if (!st || !hash || !bi)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	s = find_sealed(st, ns, hash);
+	if (s != NIL) {
+		b = &st->blk[s];
+		bi->slot = s;
+		bi->checksum = b->checksum;
+		bi->size = b->size;
+		bi->seal_ns = b->seal_ns;
+		bi->refs = b->refs;
+		bi->has_parent = b->has_parent;
+		memcpy(bi->parent, b->parent, KVFS_HASH_LEN);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return s != NIL ? 0 : -ENOENT;
+}
+
+int kv_store_lookup(struct kv_store *st, uint32_t ns,
+		    const uint8_t hash[KVFS_HASH_LEN])
+{
+	uint32_t s;
+
+	if (!st || !hash)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	s = find_sealed(st, ns, hash);
+	store_count_lookup(st, store_ns_get(st, ns), s != NIL, s == NIL);
+	if (s != NIL)
+		blk_touch(st, s);
+	pthread_mutex_unlock(&st->lock);
+	return s != NIL;
+}
+
+/* ---- removal ------------------------------------------------------- */
+
+int kv_store_evict(struct kv_store *st, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN])
+{
+	uint32_t s;
+	int rc;
+
+	if (!st || !hash)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	lease_sweep_locked(st, kvfs_mono_ns());
+	s = find_sealed(st, ns, hash);
+	if (s == NIL) {
+		rc = -ENOENT;
+	} else if (st->blk[s].refs) {
+		rc = -EBUSY;
+	} else {
+		rc = blk_unpublish(st, s);
+		if (rc == 0) {
+			blk_release(st, s);
+			count_eviction(st, ns);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int kv_store_remove(struct kv_store *st, uint32_t ns,
+		    const uint8_t hash[KVFS_HASH_LEN])
+{
+	struct store_ns *n;
+	uint32_t s;
+	int rc = -ENOENT;
+
+	if (!st || !hash)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	s = find_sealed(st, ns, hash);
+	if (s != NIL) {
+		rc = blk_unpublish(st, s);
+		if (rc == 0) {
+			n = store_ns_get(st, ns);
+			st->total.removed++;
+			if (n)
+				n->s.removed++;
+			if (st->blk[s].refs)
+				st->blk[s].state = BLK_DEAD;
+			else
+				blk_release(st, s);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}

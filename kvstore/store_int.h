@@ -1,0 +1,141 @@
+/*
+ * store_int.h - private to kvstore/store*.c: the store's in-memory state.
+ *
+ * Everything in struct kv_store below "lock" is guarded by it.
+ *
+ * Blocks live in an array indexed by pool slot: a sealed or writing block
+ * occupies exactly one slot, so the table needs no allocation per block and
+ * its size is fixed at open.  The hash table chains through blk.hnext; the
+ * LRU lists through lru_prev/lru_next (slot numbers, NIL terminated).
+ *
+ * LRU lists hold only SEALED blocks with refs == 0, so eviction takes the
+ * tail in O(1) and never meets a pinned block.  A block is on the leaf
+ * list when no cached child names it as parent, else on the inner list.
+ * Both lists are ordered by last_use, so a block that changes lists keeps
+ * its age (see lru_refile).
+ *
+ * Parent links: a sealed child that found its parent cached counted itself
+ * in parent->nchild and remembers (parent_slot, parent_gen).  A slot's gen
+ * is bumped each time it is freed, so a child whose parent was evicted and
+ * whose slot was reused never decrements a stranger.
+ */
+#ifndef KVFS_STORE_INT_H
+#define KVFS_STORE_INT_H
+
+#include <pthread.h>
+
+#include "index.h"
+#include "pool.h"
+#include "store.h"
+
+#define NIL UINT32_MAX
+#define STORE_MAX_LEASES 65536
+#define STORE_DEFAULT_LEASE_MS 10000
+
+enum blk_state {
+	BLK_FREE = 0,
+	BLK_WRITING,	/* owned by a writer; in the hash table, invisible */
+	BLK_SEALED,	/* visible, immutable */
+	BLK_DEAD,	/* removed while referenced; slot freed on last put */
+};
+
+enum blk_list {
+	LIST_NONE = 0,
+	LIST_LEAF,
+	LIST_INNER,
+};
+
+struct blk {
+	uint8_t hash[KVFS_HASH_LEN];
+	uint8_t parent[KVFS_HASH_LEN];
+	uint64_t size;
+	uint64_t seal_ns;
+	uint64_t last_use;	/* st->tick at its last use: LRU order */
+	uint32_t checksum;
+	uint32_t ns;
+	uint32_t hnext;
+	uint32_t lru_prev;
+	uint32_t lru_next;
+	uint32_t refs;
+	uint32_t gen;
+	uint32_t nchild;
+	uint32_t parent_slot;	/* NIL unless counted in a parent */
+	uint32_t parent_gen;
+	uint8_t state;
+	uint8_t list;
+	uint8_t has_parent;
+};
+
+struct lru {
+	uint32_t head;	/* most recently used */
+	uint32_t tail;	/* next victim */
+	uint64_t len;
+};
+
+struct store_ns {
+	char name[KVFS_NS_MAX + 1];
+	uint32_t id;
+	uint32_t block_tokens;
+	uint64_t created_ns;
+	struct kv_stats s;
+};
+
+struct lease {
+	uint64_t id;
+	uint64_t expires_ns;	/* monotonic */
+	uint32_t n;
+	struct lease *prev, *next;
+	uint32_t slot_gen[];	/* n pairs: slot, gen */
+};
+
+struct kv_store {
+	struct kv_pool *pool;
+	struct kv_index *ix;
+	uint32_t nslots;
+	uint64_t slot_size;
+	uint32_t lease_ms;
+	uint64_t sip_k0, sip_k1; /* keyed table hash: names are chosen by
+				  * clients, so buckets must not be */
+
+	pthread_mutex_t lock;
+	struct blk *blk;
+	uint32_t *bucket;
+	uint32_t bucket_mask;
+	struct lru leaf, inner;
+	uint64_t tick;		/* use counter behind blk.last_use */
+
+	struct store_ns **ns;	/* by id; NULL for removed ids */
+	uint32_t ns_cap;
+	uint32_t next_ns_id;
+
+	struct lease *leases;
+	uint64_t nleases;
+	uint64_t next_lease;
+	uint64_t lease_min_ns;	/* earliest expiry, UINT64_MAX when none */
+
+	struct kv_stats total;
+	uint64_t pinned;
+	uint64_t recovered;
+	uint64_t recovery_dropped;
+};
+
+/* store.c */
+struct store_ns *store_ns_get(struct kv_store *st, uint32_t id);
+
+/* store_block.c: all called with st->lock held */
+uint32_t tab_find(struct kv_store *st, uint32_t ns,
+		  const uint8_t hash[KVFS_HASH_LEN]);
+void tab_insert(struct kv_store *st, uint32_t slot);
+void lru_add(struct kv_store *st, uint32_t slot);
+void blk_ref(struct kv_store *st, uint32_t slot);
+void blk_unref(struct kv_store *st, uint32_t slot);
+void blk_touch(struct kv_store *st, uint32_t slot);
+void blk_link_parent(struct kv_store *st, uint32_t slot);
+void store_count_lookup(struct kv_store *st, struct store_ns *n,
+			uint64_t hits, uint64_t misses);
+
+/* store_match.c */
+void lease_sweep_locked(struct kv_store *st, uint64_t now);
+void lease_drop_all(struct kv_store *st);
+
+#endif /* KVFS_STORE_INT_H */

@@ -273,16 +273,11 @@ static int store_recover(struct kv_store *st)
 
 static int store_tables(struct kv_store *st)
 {
-	uint32_t nb = 16;
-
-	while (nb < st->nslots && nb < (1u << 31))
-		nb <<= 1;
-	st->blk = calloc(st->nslots, sizeof(*st->blk));
-	st->bucket = malloc(sizeof(*st->bucket) * nb);
-	if (!st->blk || !st->bucket)
+	st->blk = tab_map(sizeof(*st->blk) * st->nslots);
+	if (!st->blk)
 		return -ENOMEM;
-	memset(st->bucket, 0xff, sizeof(*st->bucket) * nb);
-	st->bucket_mask = nb - 1;
+	if (tab_alloc(st) < 0)
+		return -ENOMEM;
 	for (uint32_t s = 0; s < st->nslots; s++)
 		st->blk[s].parent_slot = NIL;
 	st->leaf.head = st->leaf.tail = NIL;
@@ -335,8 +330,8 @@ out_index:
 out_pool:
 	kv_pool_close(st->pool);
 out_free:
-	free(st->blk);
-	free(st->bucket);
+	tab_unmap(st->blk, sizeof(*st->blk) * st->nslots);
+	tab_free(st);
 	if (st->ns)
 		for (uint32_t i = 0; i < st->ns_cap; i++)
 			free(st->ns[i]);
@@ -355,8 +350,8 @@ void kv_store_close(struct kv_store *st)
 	for (uint32_t i = 0; i < st->ns_cap; i++)
 		free(st->ns[i]);
 	free(st->ns);
-	free(st->blk);
-	free(st->bucket);
+	tab_unmap(st->blk, sizeof(*st->blk) * st->nslots);
+	tab_free(st);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
 }

@@ -188,6 +188,16 @@ int kv_store_lease_renew(struct kv_store *st, uint64_t lease,
 /* expire due leases now (they also expire lazily on store calls) */
 void kv_store_lease_sweep(struct kv_store *st);
 
+/*
+ * Walk a namespace's sealed blocks without loading them all: writes the
+ * first sealed block of ns at a slot >= *cursor to hash and sets *cursor
+ * past it.  Returns 1 with a block, 0 at the end, -ENOENT for an unknown
+ * namespace.  Blocks sealed or evicted during a walk may or may not be
+ * seen; none is seen twice.  Start with *cursor = 0.
+ */
+int kv_store_ns_next(struct kv_store *st, uint32_t ns, uint64_t *cursor,
+		     uint8_t hash[KVFS_HASH_LEN], struct kv_block_info *bi);
+
 /* ---- removal ------------------------------------------------------- */
 
 /* evict one sealed block now: -EBUSY while referenced, -ENOENT absent */

@@ -11,97 +11,6 @@
 #include "log.h"
 #include "store_int.h"
 
-/* ---- keyed table hash (SipHash-1-3 over ns || hash) ----------------- */
-
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-
-static inline void sip_round(uint64_t v[4])
-{
-	v[0] += v[1];
-	v[1] = ROTL(v[1], 13);
-	v[1] ^= v[0];
-	v[0] = ROTL(v[0], 32);
-	v[2] += v[3];
-	v[3] = ROTL(v[3], 16);
-	v[3] ^= v[2];
-	v[0] += v[3];
-	v[3] = ROTL(v[3], 21);
-	v[3] ^= v[0];
-	v[2] += v[1];
-	v[1] = ROTL(v[1], 17);
-	v[1] ^= v[2];
-	v[2] = ROTL(v[2], 32);
-}
-
-static inline void sip_word(uint64_t v[4], uint64_t m)
-{
-	v[3] ^= m;
-	sip_round(v);
-	v[0] ^= m;
-}
-
-static uint32_t tab_hash(const struct kv_store *st, uint32_t ns,
-			 const uint8_t h[KVFS_HASH_LEN])
-{
-	uint64_t v[4] = {
-		st->sip_k0 ^ 0x736f6d6570736575ull,
-		st->sip_k1 ^ 0x646f72616e646f6dull,
-		st->sip_k0 ^ 0x6c7967656e657261ull,
-		st->sip_k1 ^ 0x7465646279746573ull,
-	};
-
-	for (int i = 0; i < KVFS_HASH_LEN; i += 8) {
-		uint64_t m;
-
-		memcpy(&m, h + i, 8);
-		sip_word(v, m);
-	}
-	/* last word: ns and the message length, as SipHash pads */
-	sip_word(v, (uint64_t)ns | (uint64_t)(KVFS_HASH_LEN + 4) << 56);
-	v[2] ^= 0xff;
-	for (int i = 0; i < 3; i++)
-		sip_round(v);
-	return (uint32_t)(v[0] ^ v[1] ^ v[2] ^ v[3]);
-}
-
-uint32_t tab_find(struct kv_store *st, uint32_t ns,
-		  const uint8_t hash[KVFS_HASH_LEN])
-{
-	uint32_t s = st->bucket[tab_hash(st, ns, hash) & st->bucket_mask];
-
-	while (s != NIL) {
-		const struct blk *b = &st->blk[s];
-
-		if (b->ns == ns && memcmp(b->hash, hash, KVFS_HASH_LEN) == 0)
-			return s;
-		s = b->hnext;
-	}
-	return NIL;
-}
-
-void tab_insert(struct kv_store *st, uint32_t slot)
-{
-	struct blk *b = &st->blk[slot];
-	uint32_t *head = &st->bucket[tab_hash(st, b->ns, b->hash) &
-				     st->bucket_mask];
-
-	b->hnext = *head;
-	*head = slot;
-}
-
-static void tab_remove(struct kv_store *st, uint32_t slot)
-{
-	struct blk *b = &st->blk[slot];
-	uint32_t *p = &st->bucket[tab_hash(st, b->ns, b->hash) &
-				  st->bucket_mask];
-
-	while (*p != NIL && *p != slot)
-		p = &st->blk[*p].hnext;
-	if (*p == slot)
-		*p = b->hnext;
-	b->hnext = NIL;
-}
-
 /* sealed, visible block of (ns, hash) or NIL */
 static uint32_t find_sealed(struct kv_store *st, uint32_t ns,
 			    const uint8_t hash[KVFS_HASH_LEN])
@@ -170,17 +79,14 @@ void lru_add(struct kv_store *st, uint32_t slot)
 	struct blk *b = &st->blk[slot];
 
 	b->list = list_for(b);
-	b->last_use = ++st->tick;
+	b->last_use = b->lru_stamp = ++st->tick;
 	lru_link(st, lru_of(st, b->list), slot, lru_of(st, b->list)->head);
 }
 
-/* a use: move to the MRU end (pinned blocks are on no list) */
+/* a use: only stamped; eviction promotes it lazily (store_int.h) */
 void blk_touch(struct kv_store *st, uint32_t slot)
 {
-	if (st->blk[slot].list == LIST_NONE)
-		return;
-	lru_del(st, slot);
-	lru_add(st, slot);
+	st->blk[slot].last_use = ++st->tick;
 }
 
 #define REFILE_WALK 64
@@ -212,6 +118,7 @@ static void lru_refile(struct kv_store *st, uint32_t slot)
 		next = cur;
 	}
 	b->list = want;
+	b->lru_stamp = b->last_use; /* placed by its use: nothing to promote */
 	/* cur is younger than b (or NIL: b is the youngest we saw) */
 	lru_link(st, l, slot, cur == NIL ? l->head : next);
 }
@@ -322,13 +229,37 @@ static void count_eviction(struct kv_store *st, uint32_t ns)
 		n->s.evictions++;
 }
 
+/*
+ * The LRU block of l: a tail used since it was linked goes to the MRU end
+ * (stamped with that use) and the next tail is looked at.  Each block is
+ * promoted at most once per use, so this is amortized O(1).
+ */
+static uint32_t lru_victim(struct kv_store *st, struct lru *l)
+{
+	uint32_t v;
+
+	while ((v = l->tail) != NIL) {
+		struct blk *b = &st->blk[v];
+
+		if (b->last_use == b->lru_stamp)
+			break;
+		lru_del(st, v);
+		b->list = list_for(b);
+		b->lru_stamp = b->last_use;
+		lru_link(st, l, v, l->head);
+	}
+	return v;
+}
+
 /* evict the best victim: LRU leaf, else LRU inner block; -ENOSPC */
 static int evict_one(struct kv_store *st)
 {
-	uint32_t v = st->leaf.tail != NIL ? st->leaf.tail : st->inner.tail;
+	uint32_t v = lru_victim(st, &st->leaf);
 	uint32_t ns;
 	int rc;
 
+	if (v == NIL)
+		v = lru_victim(st, &st->inner);
 	if (v == NIL)
 		return -ENOSPC;
 	ns = st->blk[v].ns;
@@ -537,6 +468,9 @@ int kv_store_abort(struct kv_store *st, uint32_t wh)
 
 /* ---- reading ------------------------------------------------------- */
 
+static void fill_info(const struct blk *b, uint32_t slot,
+		      struct kv_block_info *bi);
+
 int kv_store_get(struct kv_store *st, uint32_t ns,
 		 const uint8_t hash[KVFS_HASH_LEN], struct kv_ref *ref)
 {
@@ -581,23 +515,14 @@ int kv_store_put(struct kv_store *st, struct kv_ref *ref)
 int kv_store_stat(struct kv_store *st, uint32_t ns,
 		  const uint8_t hash[KVFS_HASH_LEN], struct kv_block_info *bi)
 {
-	const struct blk *b;
 	uint32_t s;
 
 	if (!st || !hash || !bi)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
 	s = find_sealed(st, ns, hash);
-	if (s != NIL) {
-		b = &st->blk[s];
-		bi->slot = s;
-		bi->checksum = b->checksum;
-		bi->size = b->size;
-		bi->seal_ns = b->seal_ns;
-		bi->refs = b->refs;
-		bi->has_parent = b->has_parent;
-		memcpy(bi->parent, b->parent, KVFS_HASH_LEN);
-	}
+	if (s != NIL)
+		fill_info(&st->blk[s], s, bi);
 	pthread_mutex_unlock(&st->lock);
 	return s != NIL ? 0 : -ENOENT;
 }
@@ -616,6 +541,49 @@ int kv_store_lookup(struct kv_store *st, uint32_t ns,
 		blk_touch(st, s);
 	pthread_mutex_unlock(&st->lock);
 	return s != NIL;
+}
+
+static void fill_info(const struct blk *b, uint32_t slot,
+		      struct kv_block_info *bi)
+{
+	bi->slot = slot;
+	bi->checksum = b->checksum;
+	bi->size = b->size;
+	bi->seal_ns = b->seal_ns;
+	bi->refs = b->refs;
+	bi->has_parent = b->has_parent;
+	memcpy(bi->parent, b->parent, KVFS_HASH_LEN);
+}
+
+/* the cursor is a slot number: a block keeps its slot for life */
+int kv_store_ns_next(struct kv_store *st, uint32_t ns, uint64_t *cursor,
+		     uint8_t hash[KVFS_HASH_LEN], struct kv_block_info *bi)
+{
+	int rc = 0;
+
+	if (!st || !cursor || !hash)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	if (!store_ns_get(st, ns)) {
+		rc = -ENOENT;
+		goto out_unlock;
+	}
+	for (uint64_t s = *cursor; s < st->nslots; s++) {
+		const struct blk *b = &st->blk[s];
+
+		if (b->state != BLK_SEALED || b->ns != ns)
+			continue;
+		memcpy(hash, b->hash, KVFS_HASH_LEN);
+		if (bi)
+			fill_info(b, (uint32_t)s, bi);
+		*cursor = s + 1;
+		rc = 1;
+		goto out_unlock;
+	}
+	*cursor = st->nslots;
+out_unlock:
+	pthread_mutex_unlock(&st->lock);
+	return rc;
 }
 
 /* ---- removal ------------------------------------------------------- */

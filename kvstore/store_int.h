@@ -5,14 +5,20 @@
  *
  * Blocks live in an array indexed by pool slot: a sealed or writing block
  * occupies exactly one slot, so the table needs no allocation per block and
- * its size is fixed at open.  The hash table chains through blk.hnext; the
- * LRU lists through lru_prev/lru_next (slot numbers, NIL terminated).
+ * its size is fixed at open.  The hash table (store_tab.c) is open
+ * addressing over (hash bits, slot) pairs, so a miss is decided without
+ * touching any block; the LRU lists link through lru_prev/lru_next (slot
+ * numbers, NIL terminated).
  *
  * LRU lists hold only SEALED blocks with refs == 0, so eviction takes the
  * tail in O(1) and never meets a pinned block.  A block is on the leaf
  * list when no cached child names it as parent, else on the inner list.
- * Both lists are ordered by last_use, so a block that changes lists keeps
- * its age (see lru_refile).
+ * A use only stamps last_use (one store into a line the lookup already
+ * touched); the block is moved to the MRU end lazily, when eviction meets
+ * it at the tail with last_use newer than lru_stamp, the tick at which it
+ * was linked.  This is LRU with lazy promotion: the same victims, without
+ * two random list neighbours written on every hit.  A block that changes
+ * lists keeps its age (see lru_refile).
  *
  * Parent links: a sealed child that found its parent cached counted itself
  * in parent->nchild and remembers (parent_slot, parent_gen).  A slot's gen
@@ -45,25 +51,34 @@ enum blk_list {
 	LIST_INNER,
 };
 
+/* laid out so that a lookup reads one cache line: hash, ns, state */
 struct blk {
 	uint8_t hash[KVFS_HASH_LEN];
-	uint8_t parent[KVFS_HASH_LEN];
-	uint64_t size;
-	uint64_t seal_ns;
-	uint64_t last_use;	/* st->tick at its last use: LRU order */
-	uint32_t checksum;
 	uint32_t ns;
-	uint32_t hnext;
-	uint32_t lru_prev;
-	uint32_t lru_next;
-	uint32_t refs;
-	uint32_t gen;
-	uint32_t nchild;
-	uint32_t parent_slot;	/* NIL unless counted in a parent */
-	uint32_t parent_gen;
 	uint8_t state;
 	uint8_t list;
 	uint8_t has_parent;
+	uint8_t pad;
+	uint32_t refs;
+	uint32_t gen;
+	uint64_t last_use;	/* st->tick at its last use */
+	uint64_t lru_stamp;	/* st->tick when linked into its list */
+	/* cold: writes, eviction, stat */
+	uint32_t lru_prev;
+	uint32_t lru_next;
+	uint32_t nchild;
+	uint32_t parent_slot;	/* NIL unless counted in a parent */
+	uint32_t parent_gen;
+	uint32_t checksum;
+	uint64_t size;
+	uint64_t seal_ns;
+	uint8_t parent[KVFS_HASH_LEN];
+};
+
+/* one table entry: low 32 bits of the keyed hash (home and tag), slot */
+struct tab_ent {
+	uint32_t h;
+	uint32_t slot;	/* NIL: empty */
 };
 
 struct lru {
@@ -99,8 +114,8 @@ struct kv_store {
 
 	pthread_mutex_t lock;
 	struct blk *blk;
-	uint32_t *bucket;
-	uint32_t bucket_mask;
+	struct tab_ent *tab;
+	uint32_t tab_mask;	/* capacity - 1, capacity >= 2 * nslots */
 	struct lru leaf, inner;
 	uint64_t tick;		/* use counter behind blk.last_use */
 
@@ -122,10 +137,17 @@ struct kv_store {
 /* store.c */
 struct store_ns *store_ns_get(struct kv_store *st, uint32_t id);
 
-/* store_block.c: all called with st->lock held */
+/* store_tab.c: all called with st->lock held (tab_alloc at open) */
+void *tab_map(size_t len);		/* zeroed, huge pages advised */
+void tab_unmap(void *p, size_t len);
+int tab_alloc(struct kv_store *st);
+void tab_free(struct kv_store *st);
 uint32_t tab_find(struct kv_store *st, uint32_t ns,
 		  const uint8_t hash[KVFS_HASH_LEN]);
 void tab_insert(struct kv_store *st, uint32_t slot);
+void tab_remove(struct kv_store *st, uint32_t slot);
+
+/* store_block.c: all called with st->lock held */
 void lru_add(struct kv_store *st, uint32_t slot);
 void blk_ref(struct kv_store *st, uint32_t slot);
 void blk_unref(struct kv_store *st, uint32_t slot);

@@ -270,6 +270,45 @@ START_TEST(test_namespaces)
 }
 END_TEST
 
+START_TEST(test_ns_walk)
+{
+	uint8_t h[5][KVFS_HASH_LEN], got[KVFS_HASH_LEN];
+	struct kv_block_info bi;
+	uint64_t cur = 0;
+	uint32_t other, wh;
+	int seen = 0, rc;
+
+	ck_assert_int_eq(kv_store_ns_create(S, "other", 16, &other), 0);
+	for (int i = 0; i < 5; i++)
+		tu_hash(h[i], (uint32_t)i, 21);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(tu_put_block(S, NS, h[i], NULL, 10 + i), 0);
+	ck_assert_int_eq(tu_put_block(S, other, h[3], NULL, 1), 0);
+	/* a block being written is not listed */
+	ck_assert_int_eq(kv_store_create(S, NS, h[4], NULL, &wh), 0);
+	while ((rc = kv_store_ns_next(S, NS, &cur, got, &bi)) == 1) {
+		int k;
+
+		for (k = 0; k < 3; k++)
+			if (memcmp(got, h[k], KVFS_HASH_LEN) == 0)
+				break;
+		ck_assert_int_lt(k, 3);
+		ck_assert_uint_eq(bi.size, 10 + (unsigned)k);
+		ck_assert(!(seen & (1 << k)));
+		seen |= 1 << k;
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(seen, 7);
+	/* the end stays the end */
+	ck_assert_int_eq(kv_store_ns_next(S, NS, &cur, got, NULL), 0);
+	cur = 0;
+	ck_assert_int_eq(kv_store_ns_next(S, 999, &cur, got, NULL), -ENOENT);
+	ck_assert_int_eq(kv_store_ns_next(S, NS, NULL, got, NULL), -EINVAL);
+	ck_assert_int_eq(kv_store_ns_next(S, NS, &cur, NULL, NULL), -EINVAL);
+	kv_store_abort(S, wh);
+}
+END_TEST
+
 START_TEST(test_stats)
 {
 	uint8_t h[2][KVFS_HASH_LEN];
@@ -432,6 +471,7 @@ int main(void)
 	tcase_add_test(tc, test_match_and_leases);
 	tcase_add_test(tc, test_long_match_lease);
 	tcase_add_test(tc, test_namespaces);
+	tcase_add_test(tc, test_ns_walk);
 	tcase_add_test(tc, test_stats);
 	tcase_add_test(tc, test_reopen_keeps_blocks);
 	tcase_add_test(tc, test_geometry_and_reformat);

@@ -1,0 +1,122 @@
+#!/bin/sh
+# kvbench: a short store benchmark (JSON well formed, every rate positive),
+# a short demo (hit rate and the restart check printed), exit 2 on bad
+# usage, and no pool file of these runs left in /dev/shm.
+set -eu
+
+top_builddir=${top_builddir:-.}
+KVBENCH=$top_builddir/src/kvbench
+PYTHON3=${PYTHON3:-}
+
+if [ ! -x "$KVBENCH" ]; then
+	echo "kvbench_smoke: $KVBENCH not built" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvbench_smoke.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+# kvbench makes its own temporaries under TMPDIR: keep them in ours
+TMPDIR=$tmp
+export TMPDIR
+
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1" >&2; fail=1; }
+
+shm_pools() {
+	find /dev/shm -maxdepth 1 -name 'kvbench-*.pool' 2>/dev/null | sort
+}
+shm_pools >"$tmp/shm.before"
+
+# ---- store ---------------------------------------------------------------
+if "$KVBENCH" store --blocks 20000 --lookups 50000 --json \
+	>"$tmp/store.json" 2>"$tmp/store.err"; then
+	ok "store --json exits 0"
+else
+	bad "store --json exits 0: $(cat "$tmp/store.err")"
+fi
+
+OPS="seal lookup_hit lookup_miss match match_lease get_put"
+if [ -n "$PYTHON3" ]; then
+	# shellcheck disable=SC2086 # one argument per op
+	if "$PYTHON3" - "$tmp/store.json" $OPS <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for op in sys.argv[2:]:
+    r = doc["ops"][op]
+    assert r["n"] > 0, op
+    assert r["kvfs_ops_s"] > 0 and r["rocksdb_ops_s"] > 0, op
+    assert r["ratio"] > 0, op
+assert doc["blocks"] == 20000 and doc["lookups"] == 50000
+assert isinstance(doc["pass"], bool)
+EOF
+	then
+		ok "store JSON parses, every op has positive rates"
+	else
+		bad "store JSON parses, every op has positive rates"
+	fi
+else
+	good=1
+	[ "$(grep -c . "$tmp/store.json")" = 1 ] || good=0
+	for op in $OPS; do
+		grep -Eq "\"$op\":\\{\"n\":[1-9][0-9]*,\"kvfs_ops_s\":[1-9][0-9]*,\"rocksdb_ops_s\":[1-9]" \
+			"$tmp/store.json" || good=0
+	done
+	if [ $good = 1 ]; then
+		ok "store JSON (grep) has positive rates for every op"
+	else
+		bad "store JSON (grep) has positive rates for every op"
+	fi
+fi
+
+# ---- demo ----------------------------------------------------------------
+if "$KVBENCH" demo --requests 50 >"$tmp/demo.out" 2>"$tmp/demo.err"; then
+	ok "demo exits 0"
+else
+	bad "demo exits 0: $(cat "$tmp/demo.err")"
+fi
+if grep -Eq 'block hit rate +[0-9.]+%' "$tmp/demo.out"; then
+	ok "demo prints a hit rate"
+else
+	bad "demo prints a hit rate"
+fi
+if grep -Eq 'recovered [1-9][0-9]* sealed blocks, dropped 0' "$tmp/demo.out" &&
+	grep -Eq 'verified ([0-9]+) of \1 byte-for-byte' "$tmp/demo.out"; then
+	ok "demo restart recovers and verifies every block"
+else
+	bad "demo restart recovers and verifies every block"
+fi
+
+# ---- usage ---------------------------------------------------------------
+for args in "store --no-such-option" "demo --slots" "demo --slot-size 5000" \
+	"store --blocks x" "no-such-command"; do
+	rc=0
+	# shellcheck disable=SC2086
+	"$KVBENCH" $args >/dev/null 2>"$tmp/usage.err" || rc=$?
+	if [ $rc = 2 ] && [ "$(grep -c . "$tmp/usage.err")" = 1 ]; then
+		ok "'$args' exits 2 with one line"
+	else
+		bad "'$args' exits 2 with one line (got $rc)"
+	fi
+done
+if "$KVBENCH" store --help | grep -q -- '--block-bytes' &&
+	"$KVBENCH" demo -h | grep -q -- '--slot-size'; then
+	ok "subcommand help"
+else
+	bad "subcommand help"
+fi
+
+# ---- leftovers -------------------------------------------------------------
+shm_pools >"$tmp/shm.after"
+if cmp -s "$tmp/shm.before" "$tmp/shm.after"; then
+	ok "no pool left in /dev/shm"
+else
+	bad "pool left in /dev/shm: $(comm -13 "$tmp/shm.before" "$tmp/shm.after")"
+fi
+if [ -z "$(ls -d "$tmp"/kvbench-* 2>/dev/null || true)" ]; then
+	ok "no temporary directory left"
+else
+	bad "temporary directory left: $(ls -d "$tmp"/kvbench-*)"
+fi
+
+exit $fail

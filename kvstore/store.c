@@ -420,6 +420,37 @@ int kv_store_ns_find(struct kv_store *st, const char *name, uint32_t *id,
 	return rc;
 }
 
+int kv_store_ns_set_block_tokens(struct kv_store *st, const char *name,
+				 uint32_t block_tokens)
+{
+	struct kv_ns_rec rec;
+	struct store_ns *n;
+	int rc;
+
+	if (!st || kvfs_ns_valid(name) < 0 || block_tokens == 0 ||
+	    block_tokens > KVFS_BLOCK_TOKENS_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	n = ns_by_name(st, name);
+	if (!n) {
+		rc = -ENOENT;
+		goto out_unlock;
+	}
+	if (n->s.blocks || n->s.writing) {
+		rc = -ENOTEMPTY;
+		goto out_unlock;
+	}
+	rec.id = n->id;
+	rec.block_tokens = block_tokens;
+	rec.created_ns = n->created_ns;
+	rc = kv_index_put_ns(st->ix, name, &rec);
+	if (rc == 0)
+		n->block_tokens = block_tokens;
+out_unlock:
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
 int kv_store_ns_remove(struct kv_store *st, const char *name)
 {
 	struct store_ns *n;

@@ -119,6 +119,10 @@ int kv_store_ns_create(struct kv_store *st, const char *name,
 /* -ENOENT when absent */
 int kv_store_ns_find(struct kv_store *st, const char *name, uint32_t *id,
 		     uint32_t *block_tokens);
+/* change block_tokens: only while the namespace holds no block (names
+ * depend on it), else -ENOTEMPTY; -ENOENT absent, -EINVAL bad value */
+int kv_store_ns_set_block_tokens(struct kv_store *st, const char *name,
+				 uint32_t block_tokens);
 /* -ENOTEMPTY while it holds any block, sealed or being written */
 int kv_store_ns_remove(struct kv_store *st, const char *name);
 /* calls fn for each namespace in id order; a non-zero return stops the

@@ -253,11 +253,19 @@ START_TEST(test_namespaces)
 	ck_assert_int_eq(kv_store_ns_find(S, "llama-ünï", &id, &bt), 0);
 	ck_assert_uint_eq(bt, 512);
 	ck_assert_int_eq(kv_store_ns_find(S, "nope", &id, &bt), -ENOENT);
+	ck_assert_int_eq(kv_store_ns_set_block_tokens(S, "llama-ünï", 256), 0);
+	ck_assert_int_eq(kv_store_ns_find(S, "llama-ünï", &id, &bt), 0);
+	ck_assert_uint_eq(bt, 256);
+	ck_assert_int_eq(kv_store_ns_set_block_tokens(S, "llama-ünï", 0),
+			 -EINVAL);
+	ck_assert_int_eq(kv_store_ns_set_block_tokens(S, "nope", 1), -ENOENT);
 	ck_assert_int_eq(kv_store_ns_foreach(S, count_ns, &n), 0);
 	ck_assert_int_eq(n, 2);
 	tu_hash(h, 1, 1);
 	ck_assert_int_eq(kv_store_create(S, id, h, NULL, &wh), 0);
 	ck_assert_int_eq(kv_store_ns_remove(S, "llama-ünï"), -ENOTEMPTY);
+	ck_assert_int_eq(kv_store_ns_set_block_tokens(S, "llama-ünï", 64),
+			 -ENOTEMPTY);
 	ck_assert_int_eq(kv_store_seal(S, wh), 0);
 	ck_assert_int_eq(kv_store_ns_remove(S, "llama-ünï"), -ENOTEMPTY);
 	ck_assert_int_eq(kv_store_evict(S, id, h), 0);

@@ -137,7 +137,9 @@ int kv_store_ns_foreach(struct kv_store *st,
 
 /*
  * Start a block: takes a slot (evicting if needed) and returns a write
- * handle in *wh.  parent is the hash of the previous block in the chain,
+ * handle in *wh.  The handle is the slot number itself, so a process that
+ * maps the pool file finds the block at kv_pool_slot_offset(pool, *wh)
+ * (the control socket's zero-copy writer relies on this).  parent is the hash of the previous block in the chain,
  * or NULL for the first block; it steers eviction (leaves first).
  * -EEXIST when the name is sealed or being written, -ENOENT for an unknown
  * namespace, -ENOSPC when every slot is referenced or being written.

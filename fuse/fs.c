@@ -1,0 +1,510 @@
+/*
+ * fs.c - the low-level ops table, connection setup, and the operations
+ * that dispatch on what an ino is: lookup, getattr, setattr, open, read,
+ * release, statfs.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "clock.h"
+#include "fs_int.h"
+#include "log.h"
+
+/* ---- attributes ---------------------------------------------------- */
+
+static void set_time(struct timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+void fs_stat_dir(const struct kvfs_fs *fs, fuse_ino_t ino, nlink_t nlink,
+		 mode_t perm, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = S_IFDIR | perm;
+	st->st_nlink = nlink;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_blksize = 4096;
+	set_time(&st->st_mtim, fs->start_ns);
+	st->st_ctim = st->st_atim = st->st_mtim;
+}
+
+/*
+ * A sealed block is 0444 whoever asks: immutable.  While its creator
+ * writes it, 0200: only the creator's descriptor may touch it, and no one
+ * else can even look it up.  Times are the seal time (now, while being
+ * written: nothing caches a writing block's attributes).
+ */
+void fs_stat_block(const struct kvfs_fs *fs, fuse_ino_t ino, uint64_t size,
+		   uint64_t seal_ns, bool writing, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = S_IFREG | (writing ? 0200 : 0444);
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	/* one request carries a whole 1 MiB; tools size their buffers so */
+	st->st_blksize = 1 << 20;
+	set_time(&st->st_mtim, writing ? kvfs_wall_ns() : seal_ns);
+	st->st_ctim = st->st_atim = st->st_mtim;
+}
+
+/* the caller counted one inode_lookup for st->st_ino; undone on failure */
+int fs_reply_entry(fuse_req_t req, struct kvfs_fs *fs, const struct stat *st,
+		   double entry_tmo, double attr_tmo)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = st->st_ino;
+	e.attr = *st;
+	e.entry_timeout = entry_tmo;
+	e.attr_timeout = attr_tmo;
+	/* inos are never reused within a mount: generation 0 is enough */
+	if (fuse_reply_entry(req, &e) != 0) {
+		inode_unlookup(fs->it, st->st_ino);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+void fs_reply_negative(fuse_req_t req, double tmo)
+{
+	struct fuse_entry_param e;
+
+	/* ino 0 with a timeout: the kernel caches the miss */
+	memset(&e, 0, sizeof(e));
+	e.entry_timeout = tmo;
+	fuse_reply_entry(req, &e);
+}
+
+int fs_ns_of(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t *ns)
+{
+	struct inode_info in;
+
+	if (ino < INODE_FIRST)
+		return -ENOTDIR;
+	if (inode_get(fs->it, ino, &in) < 0)
+		return -ENOENT;
+	if (in.kind != INODE_NS)
+		return -ENOTDIR;
+	*ns = in.ns;
+	return 0;
+}
+
+struct ns_find {
+	uint32_t id;
+	char *name;
+	uint32_t block_tokens;
+	bool found;
+};
+
+/* runs under the store lock: only copies */
+static int ns_match(const char *name, uint32_t id, uint32_t block_tokens,
+		    const struct kv_stats *s, void *arg)
+{
+	struct ns_find *nf = arg;
+
+	if (id != nf->id)
+		return 0;
+	if (nf->name)
+		snprintf(nf->name, KVFS_NS_MAX + 1, "%s", name);
+	nf->block_tokens = block_tokens;
+	nf->found = true;
+	return 1;
+}
+
+/* the store finds namespaces by name; this walk finds one by id */
+int fs_ns_info(struct kvfs_fs *fs, uint32_t ns, char *name,
+	       uint32_t *block_tokens)
+{
+	struct ns_find nf = { .id = ns, .name = name };
+	int rc = kv_store_ns_foreach(fs->st, ns_match, &nf);
+
+	if (rc < 0)
+		return rc;
+	if (!nf.found)
+		return -ENOENT;
+	if (block_tokens)
+		*block_tokens = nf.block_tokens;
+	return 0;
+}
+
+/* ---- connection ---------------------------------------------------- */
+
+static void want(struct fuse_conn_info *conn, unsigned cap, bool on)
+{
+	if (on && (conn->capable & cap))
+		conn->want |= cap;
+	else if (!on)
+		conn->want &= ~cap;
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/*
+	 * 1 MiB per request: a 2 MiB block is two writes and two reads.
+	 * libfuse 3.14 buffers 256 pages per request and derives the
+	 * kernel's max_pages from max_write, so reads grow to match.
+	 * max_readahead stays at the kernel's offer (its bdi read-ahead,
+	 * raised through /sys/class/bdi/.../read_ahead_kb); more would be
+	 * clamped.
+	 */
+	conn->max_write = 1u << 20;
+	/* background requests are read-ahead and async reads: let 16
+	 * readers keep a few each in flight */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+
+	/* reads of one file in parallel (read-ahead, mmap faults) */
+	want(conn, FUSE_CAP_ASYNC_READ, true);
+	/* lookups in one namespace need not serialize on its lock */
+	want(conn, FUSE_CAP_PARALLEL_DIROPS, true);
+	/* with write_buf, a write's payload is spliced from /dev/fuse into
+	 * a pipe and copied once, pipe to slot, instead of twice */
+	want(conn, FUSE_CAP_SPLICE_READ, true);
+	/* replies come from the pool's memory: writev copies once from
+	 * there already; vmsplice+splice would add syscalls, copy as much,
+	 * and shared pool pages cannot be moved */
+	want(conn, FUSE_CAP_SPLICE_WRITE, false);
+	want(conn, FUSE_CAP_SPLICE_MOVE, false);
+	/* O_TRUNC reaches open, where a sealed block refuses it */
+	want(conn, FUSE_CAP_ATOMIC_O_TRUNC, true);
+	/* contents never change: no page dropping on mtime changes */
+	want(conn, FUSE_CAP_AUTO_INVAL_DATA, false);
+	/* readdirplus would look up, and make us keep an inode for, every
+	 * block listed; ls needs names only */
+	want(conn, FUSE_CAP_READDIRPLUS, false);
+	want(conn, FUSE_CAP_READDIRPLUS_AUTO, false);
+	/* a write must be in the slot when close returns, and write-back
+	 * caching would read pages back for partial writes */
+	want(conn, FUSE_CAP_WRITEBACK_CACHE, false);
+	kvfs_debug("fuse: proto %u.%u, max_write %u, max_readahead %u",
+		   conn->proto_major, conn->proto_minor, conn->max_write,
+		   conn->max_readahead);
+}
+
+/* ---- lookup and forget --------------------------------------------- */
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	uint32_t ns;
+	int rc;
+
+	if (parent == INO_ROOT) {
+		fs_lookup_root(req, name);
+		return;
+	}
+	if (parent == INO_META_DIR) {
+		fs_lookup_meta(req, name);
+		return;
+	}
+	rc = fs_ns_of(fs_of(req), parent, &ns);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fs_lookup_block(req, parent, ns, name);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(fs_of(req)->it, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct kvfs_fs *fs = fs_of(req);
+
+	for (size_t i = 0; i < count; i++)
+		inode_forget(fs->it, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* ---- attributes ---------------------------------------------------- */
+
+static int getattr_any(struct kvfs_fs *fs, fuse_ino_t ino, struct stat *st,
+		       double *tmo)
+{
+	struct inode_info in;
+
+	*tmo = TMO_DIR;
+	if (ino == INO_ROOT)
+		return fs_getattr_root(fs, st);
+	if (fs_is_meta(ino)) {
+		*tmo = TMO_META;
+		return fs_getattr_meta(fs, ino, st);
+	}
+	if (inode_get(fs->it, ino, &in) < 0)
+		return -ENOENT;
+	if (in.kind == INODE_NS)
+		return fs_getattr_ns(fs, ino, in.ns, st);
+	return fs_getattr_block(fs, ino, &in, st, tmo);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct stat st;
+	double tmo;
+	int rc = getattr_any(fs_of(req), ino, &st, &tmo);
+
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, tmo);
+}
+
+/* directories and .kvfs files are not the user's to change */
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	if (ino < INODE_FIRST) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_setattr_block(req, ino, attr, to_set, fi);
+}
+
+/*
+ * The pool as a file system: 4 KiB fragments, f_bsize the slot (the I/O
+ * size that fills one block), one "inode" per slot.  bfree counts empty
+ * slots; bavail what a writer can get, since allocation evicts: every slot
+ * not referenced and not being written.
+ */
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct kv_store_stats s;
+	struct statvfs v;
+	uint64_t per, busy;
+	int rc = kv_store_stats(fs_of(req)->st, &s);
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	per = s.slot_size / 4096;
+	busy = s.pinned + s.total.writing;
+	memset(&v, 0, sizeof(v));
+	v.f_bsize = s.slot_size;
+	v.f_frsize = 4096;
+	v.f_blocks = s.slots_total * per;
+	v.f_bfree = s.slots_free * per;
+	v.f_bavail = (busy < s.slots_total ? s.slots_total - busy : 0) * per;
+	v.f_files = s.slots_total;
+	v.f_ffree = s.slots_free;
+	v.f_favail = s.slots_free;
+	v.f_namemax = KVFS_NS_MAX;
+	fuse_reply_statfs(req, &v);
+}
+
+/* ---- open files ---------------------------------------------------- */
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct kvfs_file *f = NULL;
+	int rc;
+
+	if (fs_is_meta(ino))
+		rc = fs_open_meta(fs, ino, fi, &f);
+	else if (ino < INODE_FIRST)
+		rc = -EISDIR;
+	else
+		rc = fs_open_block(fs, ino, fi, &f);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)f;
+	/* an interrupted open gets no release: undo it here */
+	if (fuse_reply_open(req, fi) != 0) {
+		if (f->kind == FILE_TEXT) {
+			free(f->text);
+			free(f);
+		} else {
+			fs_release_block(fs, f);
+		}
+	}
+}
+
+/*
+ * From a copy: once the kernel has the reply, the reader may close and the
+ * release free f->text while this thread is still on its way out of
+ * writev (harmless, but AddressSanitizer checks the iovec after the call).
+ * The texts are a few KiB.
+ */
+static void fs_read_text(fuse_req_t req, struct kvfs_file *f, size_t size,
+			 off_t off)
+{
+	size_t n = off < 0 || (size_t)off >= f->len ? 0 : f->len - (size_t)off;
+	char *copy;
+
+	if (n > size)
+		n = size;
+	copy = malloc(n ? n : 1);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (n)
+		memcpy(copy, f->text + off, n);
+	fuse_reply_buf(req, copy, n);
+	free(copy);
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct kvfs_file *f = file_of(fi);
+
+	switch (f->kind) {
+	case FILE_READ:
+		fs_read_block(req, f, size, off);
+		break;
+	case FILE_TEXT:
+		fs_read_text(req, f, size, off);
+		break;
+	default:
+		/* a block being written is write-only */
+		fuse_reply_err(req, EBADF);
+		break;
+	}
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct kvfs_file *f = file_of(fi);
+
+	if (f->kind == FILE_TEXT) {
+		free(f->text);
+		free(f);
+	} else {
+		fs_release_block(fs_of(req), f);
+	}
+	fuse_reply_err(req, 0);
+}
+
+/* ---- everything else is refused ------------------------------------ */
+
+/* names are content addresses and the tree has two fixed levels: no
+ * renames, links, symlinks or device nodes */
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.statfs = fs_statfs,
+	.mkdir = fs_mkdir,
+	.rmdir = fs_rmdir,
+	.readdir = fs_readdir,
+	.create = fs_create,
+	.open = fs_open,
+	.read = fs_read,
+	.write_buf = fs_write_buf,
+	.flush = fs_flush,
+	.release = fs_release,
+	.unlink = fs_unlink,
+	.getxattr = fs_getxattr,
+	.listxattr = fs_listxattr,
+	.setxattr = fs_setxattr,
+	.removexattr = fs_removexattr,
+	.rename = fs_rename,
+	.link = fs_link,
+	.symlink = fs_symlink,
+	.mknod = fs_mknod,
+};
+
+const struct fuse_lowlevel_ops *kvfs_fs_ops(void)
+{
+	return &fs_ops;
+}
+
+/* ---- life ---------------------------------------------------------- */
+
+int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
+{
+	struct kvfs_fs *fs;
+	int rc;
+
+	if (!cfg->store || !cfg->mountpoint || !cfg->socket || !cfg->node)
+		return -EINVAL;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->st = cfg->store;
+	fs->block_tokens = cfg->block_tokens;
+	fs->uid = cfg->uid;
+	fs->gid = cfg->gid;
+	fs->start_ns = kvfs_wall_ns();
+	fs->mountpoint = strdup(cfg->mountpoint);
+	fs->socket = strdup(cfg->socket);
+	fs->node = strdup(cfg->node);
+	rc = -ENOMEM;
+	if (!fs->mountpoint || !fs->socket || !fs->node)
+		goto out_free;
+	rc = inode_table_new(&fs->it);
+	if (rc < 0)
+		goto out_free;
+	*out = fs;
+	return 0;
+
+out_free:
+	kvfs_fs_free(fs);
+	return rc;
+}
+
+void kvfs_fs_free(struct kvfs_fs *fs)
+{
+	if (!fs)
+		return;
+	kvfs_fs_stop(fs);
+	fs_notify_free(fs);
+	inode_table_free(fs->it);
+	free(fs->mountpoint);
+	free(fs->socket);
+	free(fs->node);
+	free(fs);
+}

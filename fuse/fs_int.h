@@ -1,0 +1,205 @@
+/*
+ * fs_int.h - private to fuse/fs*.c: the filesystem's state, its open
+ * files, and the caching policy.
+ *
+ * Files: fs.c (ops table, lookup, getattr, statfs), fs_dir.c (root and
+ * namespace directories), fs_block.c (a block's life: create, write,
+ * seal, read, unlink), fs_meta.c (.kvfs/), fs_xattr.c (user.kvfs.*),
+ * fs_notify.c (kernel dentry invalidation).
+ *
+ * Handlers return 0 or a negative errno internally; each converts once at
+ * the boundary (fuse_reply_err(req, -rc)).
+ */
+#ifndef KVFS_FS_INT_H
+#define KVFS_FS_INT_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include "fs.h"
+#include "hash.h"
+#include "inode.h"
+#include "store.h"
+
+/* fixed inos, all below INODE_FIRST (inode.h) */
+enum {
+	INO_ROOT = FUSE_ROOT_ID,
+	INO_META_DIR,	/* .kvfs */
+	INO_STATS,	/* .kvfs/stats */
+	INO_METRICS,	/* .kvfs/metrics */
+	INO_NODES,	/* .kvfs/nodes */
+};
+
+#define META_DIR_NAME ".kvfs"
+
+/*
+ * Cache timeouts, in seconds.
+ *
+ * A sealed block never changes and its name is its content address, so
+ * the kernel may keep its dentry, attributes and pages as long as it
+ * likes.  The one way a cached entry goes stale is the block leaving the
+ * store (eviction, kvctl evict, unlink elsewhere); fs_notify.c then
+ * invalidates the dentry, so the hour only bounds staleness that sweep
+ * might miss, at the cost of one lookup per block per hour.
+ */
+#define TMO_SEALED 3600.0
+/*
+ * A miss: blocks appear at any time (another engine seals one; later,
+ * replication).  A local seal invalidates the negative dentry at once
+ * (fs_notify.c); the second bounds the rest and still absorbs the burst
+ * of probes an engine makes for a prefix that is not there.
+ */
+#define TMO_NEGATIVE 1.0
+/*
+ * Namespaces (and the root's link count) change through the control
+ * socket too, without the kernel seeing it: a second of staleness.
+ */
+#define TMO_DIR 1.0
+/*
+ * A block being written: 0.  Its size moves with every write, and the
+ * first lookup after the seal must see the sealed, read-only block with
+ * its long timeouts; other openers must not see it at all until then.
+ */
+#define TMO_WRITING 0.0
+/* .kvfs and its files exist for the life of the mount and report size 0
+ * (their reads are direct_io): nothing about them goes stale */
+#define TMO_META 3600.0
+
+/* readdir d_ino for entries the kernel has not looked up */
+#define FS_UNKNOWN_INO 0xffffffffu
+
+struct notify;
+
+struct kvfs_fs {
+	struct kv_store *st;
+	struct inode_table *it;
+	struct notify *nt;	/* fs_notify.c */
+	uint32_t block_tokens;
+	char *mountpoint;
+	char *socket;
+	char *node;
+	uid_t uid;
+	gid_t gid;
+	uint64_t start_ns;	/* wall clock: the times of the directories */
+};
+
+enum file_kind {
+	FILE_READ = 1,	/* a sealed block, open for reading */
+	FILE_WRITE,	/* a block its creator is writing */
+	FILE_TEXT,	/* a .kvfs file, rendered at open */
+};
+
+/* fi->fh of every open regular file */
+struct kvfs_file {
+	enum file_kind kind;
+	uint64_t ino;
+	uint32_t ns;
+	uint8_t hash[KVFS_HASH_LEN];
+
+	/* FILE_READ: the store reference, held until release, is what
+	 * keeps the block from being evicted under a reader (and under a
+	 * mapping: the kernel releases a mapped file only at munmap) */
+	struct kv_ref ref;
+
+	/* FILE_WRITE: the kernel may send one file's requests from several
+	 * threads (a write racing the flush of a dup'd descriptor), so
+	 * lock guards the fields below */
+	pthread_mutex_t lock;
+	uint32_t wh;		/* store write handle */
+	char *tail;		/* "/<namespace>/<name>": how its path ends */
+	uint64_t size;		/* bytes written: highest offset */
+	int err;		/* first write error: never sealed */
+	bool done;		/* sealed or aborted */
+
+	/* FILE_TEXT */
+	char *text;
+	size_t len;
+};
+
+static inline struct kvfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline struct kvfs_file *file_of(const struct fuse_file_info *fi)
+{
+	return (struct kvfs_file *)(uintptr_t)fi->fh;
+}
+
+/* fs.c */
+void fs_stat_dir(const struct kvfs_fs *fs, fuse_ino_t ino, nlink_t nlink,
+		 mode_t perm, struct stat *st);
+void fs_stat_block(const struct kvfs_fs *fs, fuse_ino_t ino, uint64_t size,
+		   uint64_t seal_ns, bool writing, struct stat *st);
+int fs_reply_entry(fuse_req_t req, struct kvfs_fs *fs, const struct stat *st,
+		   double entry_tmo, double attr_tmo);
+void fs_reply_negative(fuse_req_t req, double tmo);
+/* the ns id of a namespace directory ino; -ENOTDIR for any other ino */
+int fs_ns_of(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t *ns);
+/* name (KVFS_NS_MAX + 1 bytes, may be NULL) and block_tokens (may be
+ * NULL) of namespace id ns; -ENOENT */
+int fs_ns_info(struct kvfs_fs *fs, uint32_t ns, char *name,
+	       uint32_t *block_tokens);
+
+/* fs_dir.c */
+void fs_lookup_root(fuse_req_t req, const char *name);
+int fs_getattr_ns(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
+		  struct stat *st);
+int fs_getattr_root(struct kvfs_fs *fs, struct stat *st);
+void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode);
+void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+
+/* fs_block.c */
+void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		     const char *name);
+int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
+		     const struct inode_info *in, struct stat *st,
+		     double *tmo);
+void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		      int to_set, struct fuse_file_info *fi);
+void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       mode_t mode, struct fuse_file_info *fi);
+int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino,
+		  struct fuse_file_info *fi, struct kvfs_file **out);
+void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size,
+		   off_t off);
+void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
+		  off_t off, struct fuse_file_info *fi);
+void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f);
+void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* fs_meta.c */
+void fs_lookup_meta(fuse_req_t req, const char *name);
+int fs_getattr_meta(struct kvfs_fs *fs, fuse_ino_t ino, struct stat *st);
+int fs_open_meta(struct kvfs_fs *fs, fuse_ino_t ino,
+		 struct fuse_file_info *fi, struct kvfs_file **out);
+void fs_readdir_meta(fuse_req_t req, size_t size, off_t off);
+bool fs_is_meta(fuse_ino_t ino);
+
+/* fs_xattr.c */
+void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 size_t size);
+void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 const char *value, size_t size, int flags);
+void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+/* fs_notify.c: queue an invalidation of the kernel's dentry parent/name
+ * (positive or negative); never blocks, may drop when the queue is full */
+void fs_notify_entry(struct kvfs_fs *fs, fuse_ino_t parent,
+		     const char *name);
+/* invalidate the dentry of the block (ns, hash), when the kernel has its
+ * namespace directory */
+void fs_notify_block(struct kvfs_fs *fs, uint32_t ns,
+		     const uint8_t hash[KVFS_HASH_LEN]);
+void fs_notify_free(struct kvfs_fs *fs);
+
+#endif /* KVFS_FS_INT_H */

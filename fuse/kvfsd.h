@@ -1,0 +1,82 @@
+/*
+ * kvfsd.h - the daemon's configuration: its options, and the embedded
+ * defaults that let `kvfsd MOUNTPOINT` run with no configuration at all.
+ * kvfsd(8) documents every option and justifies every default; --help
+ * (kvfsd_usage) lists the same.
+ *
+ * Defaults (kvfsd_opts_resolve), each overridable with -o:
+ *
+ *   state      STATE_BASE/<mountpoint, escaped as systemd-escape --path>,
+ *              STATE_BASE = /var/lib/kvfs for root, else
+ *              $XDG_STATE_HOME/kvfs or ~/.local/state/kvfs
+ *   index      <state>/index (RocksDB)
+ *   ctl        <state>/ctl.sock, mode 0600
+ *   pool       /dev/shm/kvfs-<FNV-1a 64 of the state path, hex>.pool
+ *   slot_size  the existing pool's, else 2 MiB
+ *   slots      the existing pool's, else min(1024, half the free space of
+ *              the pool's file system / slot_size)
+ *   block_tokens  512
+ */
+#ifndef KVFS_KVFSD_H
+#define KVFS_KVFSD_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define KVFSD_SLOT_SIZE (2u << 20)
+#define KVFSD_SLOTS_MAX_DEFAULT 1024u
+#define KVFSD_BLOCK_TOKENS 512u
+#define KVFSD_CTL_MODE 0600
+#define KVFSD_SHM_DIR "/dev/shm"
+
+/* exit statuses (kvfsd(8) EXIT STATUS) */
+#define KVFSD_EXIT_OK 0
+#define KVFSD_EXIT_FAIL 1	/* a failure at start or while running */
+#define KVFSD_EXIT_USAGE 2	/* bad option or value */
+
+struct kvfsd_opts {
+	/* -o values as given, fuse_opt strings (NULL: not given) */
+	char *state_o;
+	char *pool_o;
+	char *ctl_o;
+	char *slot_size_o;
+	char *slots_o;
+	char *block_tokens_o;
+	char *ctl_mode_o;
+	char *lease_ms_o;
+	int reformat;
+
+	/* -f, -d, -s, clone_fd, max_threads, the mountpoint (realpath'd) */
+	struct fuse_cmdline_opts cmd;
+
+	/* resolved by kvfsd_opts_resolve: absolute, malloc'd */
+	char *state_dir;
+	char *index_dir;
+	char *pool_path;
+	char *ctl_path;
+	uint64_t slot_size;
+	uint32_t slots;
+	uint32_t block_tokens;
+	uint32_t lease_ms;
+	mode_t ctl_mode;
+};
+
+/*
+ * Parse argv (kvfs -o options out of args, the rest through
+ * fuse_parse_cmdline; args keeps what fuse_session_new takes).  Returns 0,
+ * 1 when --help or --version was printed, or -EINVAL after printing one
+ * line on stderr.
+ */
+int kvfsd_opts_parse(struct fuse_args *args, struct kvfsd_opts *o);
+/* defaults, numbers, directories (created); 0, -EINVAL for a bad value
+ * (a usage error), another negative errno otherwise; prints why */
+int kvfsd_opts_resolve(struct kvfsd_opts *o);
+void kvfsd_opts_free(struct kvfsd_opts *o);
+void kvfsd_usage(FILE *fp);
+
+#endif /* KVFS_KVFSD_H */

@@ -1,0 +1,163 @@
+# fuse_lib.sh - sourced by tests/fuse_*.sh: a private mount directory,
+# state directory and pool, kvfsd under timeout(1), and an EXIT trap that
+# always stops the daemon and unmounts, whatever happened.
+#
+# The test sets T (its name) and calls fuse_begin first.  Then:
+#   kvfsd_start [OPTS]   start on $MNT (state $STATE, pool $POOL, plus OPTS)
+#                        and wait for the mount; SKIP (77) when the first
+#                        start finds mounting impossible here
+#   kvfsd_stop [SIG]     SIGTERM (or SIG); returns the daemon's exit status
+#   kvfsd_kill9          SIGKILL, then fusermount3 -u
+#   expect WORD DESC CMD...   run CMD, compare its one-line output
+#   ok DESC / bad DESC   report; bad makes the test fail at the end
+#   helper OUT CMD...    run CMD in the background, output to OUT; its pid
+#                        in HPID; killed at exit if still running
+
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+PYTHON3=${PYTHON3:-}
+KVFSD=$top_builddir/fuse/kvfsd
+FE=$top_builddir/tests/fuse_errno
+
+# shellcheck disable=SC2034 # fail is the sourcing test's exit status
+fail=0
+PID=
+DPID=
+HELPERS=
+started=0
+
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1" >&2
+	# shellcheck disable=SC2034 # read by the sourcing test
+	fail=1
+}
+skip() {
+	echo "$T: SKIP: $*"
+	exit 77
+}
+
+expect() {
+	want=$1
+	desc=$2
+	shift 2
+	got=$("$@" 2>&1) || got="exit $?: $got"
+	if [ "$got" = "$want" ]; then
+		ok "$desc"
+	else
+		bad "$desc: want '$want', got '$got'"
+	fi
+}
+
+# the name of block K: 64 lowercase hex digits
+blk() { printf '%064x' "$1"; }
+
+is_mounted() { grep -q " $1 fuse" /proc/mounts; }
+
+# wait_until TENTHS CMD...: CMD succeeds within TENTHS tenths of a second
+wait_until() {
+	n=$1
+	shift
+	while [ "$n" -gt 0 ]; do
+		"$@" && return 0
+		sleep 0.1
+		n=$((n - 1))
+	done
+	return 1
+}
+
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+helper() {
+	out=$1
+	shift
+	"$@" >"$out" 2>&1 &
+	HPID=$!
+	HELPERS="$HELPERS $HPID"
+}
+
+fuse_cleanup() {
+	rc=$?
+	set +e
+	for h in $HELPERS; do kill -KILL "$h" 2>/dev/null; done
+	if [ -n "$DPID" ] && ! gone "$DPID"; then
+		kill -TERM "$DPID" 2>/dev/null
+		wait_until 50 gone "$DPID" || kill -KILL "$DPID" 2>/dev/null
+	fi
+	[ -z "$PID" ] || kill -KILL "$PID" 2>/dev/null
+	wait 2>/dev/null
+	if is_mounted "$MNT"; then
+		fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	fi
+	rm -f "$POOL"
+	# KVFS_TEST_LOG=FILE keeps the daemon's whole log, for debugging
+	[ -z "${KVFS_TEST_LOG:-}" ] || cp "$tmp/kvfsd.log" "$KVFS_TEST_LOG"
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -s "$tmp/kvfsd.log" ]; then
+		echo "--- kvfsd log" >&2
+		tail -n 40 "$tmp/kvfsd.log" >&2
+	fi
+	rm -rf "$tmp"
+	exit "$rc"
+}
+
+fuse_begin() {
+	[ -c /dev/fuse ] || skip "/dev/fuse is missing"
+	command -v fusermount3 >/dev/null 2>&1 || skip "fusermount3 not found"
+	if [ ! -x "$KVFSD" ] || [ ! -x "$FE" ]; then
+		echo "$T: $KVFSD or $FE not built" >&2
+		exit 1
+	fi
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$T.XXXXXX")
+	MNT=$tmp/mnt
+	STATE=$tmp/state
+	POOL=/dev/shm/kvfs-test-$T-$$.pool
+	mkdir "$MNT"
+	trap fuse_cleanup EXIT
+	trap 'exit 1' INT TERM HUP
+}
+
+kvfsd_start() {
+	timeout -s TERM "${KVFSD_TIMEOUT:-120}" "$KVFSD" -f \
+		-o "state=$STATE,pool=$POOL${1:+,$1}" "$MNT" \
+		>>"$tmp/kvfsd.log" 2>&1 &
+	PID=$!
+	wait_until 100 kvfsd_settled || true
+	if gone "$PID" || ! is_mounted "$MNT"; then
+		if [ $started = 0 ] && gone "$PID" &&
+			grep -Eq 'fuse: |fusermount' "$tmp/kvfsd.log"; then
+			why=$(tail -n 1 "$tmp/kvfsd.log")
+			skip "mounting is not possible here: $why"
+		fi
+		echo "FAIL kvfsd did not mount $MNT" >&2
+		exit 1
+	fi
+	started=1
+	DPID=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$MNT/.kvfs/nodes")
+	[ -n "$DPID" ] || {
+		echo "FAIL no pid in .kvfs/nodes" >&2
+		exit 1
+	}
+}
+
+kvfsd_settled() { gone "$PID" || is_mounted "$MNT"; }
+
+kvfsd_stop() {
+	kill -"${1:-TERM}" "$DPID"
+	if ! wait_until 100 gone "$DPID"; then
+		echo "FAIL kvfsd ignored SIG${1:-TERM}" >&2
+		exit 1
+	fi
+	src=0
+	wait "$PID" || src=$?
+	PID=
+	DPID=
+	return $src
+}
+
+kvfsd_kill9() {
+	kill -KILL "$DPID"
+	wait "$PID" 2>/dev/null || true
+	PID=
+	DPID=
+	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
+}

@@ -2,9 +2,10 @@
  * kvctl - inspect and manage kvfs.
  *
  * One static table of subcommands; each takes (argc, argv) with argv[0] the
- * subcommand's name and returns the exit status.  Commands that talk to
- * kvfsd's control socket (status, ls, stat, lookup, pin, unpin, evict, ns)
- * are added to the table when the daemon exists.
+ * subcommand's name and returns the exit status.  hash, version and help
+ * are here; the commands that talk to kvfsd's control socket (status, ls,
+ * stat, lookup, pin, unpin, renew, evict, ns) are in kvctl_node.c.  The
+ * global options -m/-s, which say which daemon, come before the command.
  *
  * Exit status: 0 success, 1 failure at run time, 2 usage error (bad option,
  * bad namespace, bad token).  The help texts here mirror man/kvctl.1.
@@ -20,16 +21,11 @@
 
 #include "probe.h"
 #include "hash.h"
+#include "kvctl.h"
 #include "log.h"
 #include "tokens.h"
 
-#define EXIT_USAGE 2
-
-struct kvctl_cmd {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-	const char *summary;
-};
+const char *kvctl_target;
 
 static int cmd_hash(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
@@ -37,6 +33,15 @@ static int cmd_help(int argc, char **argv);
 
 static const struct kvctl_cmd kvctl_cmds[] = {
     {"hash", cmd_hash, "print the block names of a token sequence"},
+    {"status", kvctl_status, "show the daemon, its pool and its counters"},
+    {"ls", kvctl_ls, "list the blocks of a namespace"},
+    {"stat", kvctl_stat, "show one block"},
+    {"lookup", kvctl_lookup, "count the cached leading blocks of a chain"},
+    {"pin", kvctl_pin, "pin the cached prefix of a chain under a lease"},
+    {"unpin", kvctl_unpin, "release a lease"},
+    {"renew", kvctl_renew, "extend a lease"},
+    {"evict", kvctl_evict, "evict blocks now"},
+    {"ns", kvctl_ns, "list, create or remove namespaces"},
     {"version", cmd_version, "print the version and optional features"},
     {"help", cmd_help, "show help for kvctl or one command"},
 };
@@ -46,6 +51,7 @@ static const struct kvctl_cmd kvctl_cmds[] = {
 static void usage(FILE *f)
 {
 	fputs("usage: kvctl hash -n ns -b block_tokens [-j] [token ...]\n"
+	      "       kvctl [-m mount | -s socket] command [argument ...]\n"
 	      "       kvctl version\n"
 	      "       kvctl help [command]\n"
 	      "       kvctl -h | --help\n"
@@ -57,14 +63,20 @@ static void usage(FILE *f)
 		fprintf(f, "  %-10s %s\n", kvctl_cmds[i].name,
 			kvctl_cmds[i].summary);
 	fputs("\n"
-	      "status, ls, stat, lookup, pin, unpin, evict and ns arrive with\n"
-	      "kvfsd(8).  'kvctl help COMMAND' shows one command; see "
-	      "kvctl(1).\n",
+	      "The commands from status to ns talk to a running kvfsd(8):\n"
+	      "\n"
+	      "  -m mount | --mount=mount\n"
+	      "          the one mounted at mount\n"
+	      "  -s socket | --socket=socket\n"
+	      "          the one serving this control socket\n"
+	      "\n"
+	      "Without either, KVFS_SOCKET names the socket.\n"
+	      "'kvctl help COMMAND' shows one command; see kvctl(1).\n",
 	      f);
 }
 
 /* the second line of every usage error, so the message itself stays one */
-static int usage_error(const char *cmd)
+int kvctl_usage_error(const char *cmd)
 {
 	if (cmd)
 		fprintf(stderr, "Try 'kvctl %s --help'.\n", cmd);
@@ -74,7 +86,7 @@ static int usage_error(const char *cmd)
 }
 
 /* stdout is where the answer goes: a lost write must not exit 0 */
-static int flush_stdout(void)
+int kvctl_flush_stdout(void)
 {
 	if (fflush(stdout) == 0 && !ferror(stdout))
 		return 0;
@@ -141,7 +153,7 @@ static const char *ns_problem(const char *ns)
 }
 
 /* optopt names a bad short option even inside a group such as "-jq" */
-static int hash_bad_option(int c, const char *arg)
+static int bad_option(int c, const char *arg, const char *cmd)
 {
 	if (c == ':')
 		kvfs_err("option '%s' needs an argument", arg);
@@ -149,7 +161,7 @@ static int hash_bad_option(int c, const char *arg)
 		kvfs_err("unknown option '-%c'", optopt);
 	else
 		kvfs_err("unknown option '%s'", arg);
-	return usage_error("hash");
+	return kvctl_usage_error(cmd);
 }
 
 /* returns -1 to go on, else the exit status */
@@ -179,25 +191,25 @@ static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 			break;
 		case 'h':
 			hash_usage(stdout);
-			return flush_stdout();
+			return kvctl_flush_stdout();
 		default:
-			return hash_bad_option(c, argv[optind - 1]);
+			return bad_option(c, argv[optind - 1], "hash");
 		}
 	}
 	if (!o->ns || !bt) {
 		kvfs_err("missing %s",
 			 !o->ns ? "--namespace" : "--block-tokens");
-		return usage_error("hash");
+		return kvctl_usage_error("hash");
 	}
 	if (kvfs_ns_valid(o->ns)) {
 		kvfs_err("bad namespace \"%.64s\": %s", o->ns,
 			 ns_problem(o->ns));
-		return usage_error("hash");
+		return kvctl_usage_error("hash");
 	}
 	if (parse_block_tokens(bt, &o->block_tokens)) {
 		kvfs_err("bad --block-tokens \"%s\": need 1..%u", bt,
 			 KVFS_BLOCK_TOKENS_MAX);
-		return usage_error("hash");
+		return kvctl_usage_error("hash");
 	}
 	return -1;
 }
@@ -310,7 +322,7 @@ static int hash_run(const struct hash_opts *o, const uint32_t *tok, size_t ntok)
 	}
 	hash_print(o, ntok, names, (size_t)rc);
 	free(names);
-	return flush_stdout();
+	return kvctl_flush_stdout();
 }
 
 static int cmd_hash(int argc, char **argv)
@@ -352,13 +364,13 @@ static int cmd_version(int argc, char **argv)
 
 	if (argc > 1) {
 		kvfs_err("version takes no arguments");
-		return usage_error(NULL);
+		return kvctl_usage_error(NULL);
 	}
 	printf("kvctl (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
 	printf("features: %s\n", built && *built ? built : "none");
 	print_probe("rdma:", kvfs_rdma_probe);
 	print_probe("cuda:", kvfs_cuda_probe);
-	return flush_stdout();
+	return kvctl_flush_stdout();
 }
 
 /* ------------------------------------------------------------ help */
@@ -374,7 +386,7 @@ static const struct kvctl_cmd *find_cmd(const char *name)
 static int unknown_cmd(const char *name)
 {
 	kvfs_err("unknown command \"%s\"", name);
-	return usage_error(NULL);
+	return kvctl_usage_error(NULL);
 }
 
 /* "kvctl help CMD" is "kvctl CMD --help", so each help text lives once */
@@ -386,38 +398,88 @@ static int cmd_help(int argc, char **argv)
 
 	if (argc < 2) {
 		usage(stdout);
-		return flush_stdout();
+		return kvctl_flush_stdout();
 	}
 	cmd = find_cmd(argv[1]);
 	if (!cmd)
 		return unknown_cmd(argv[1]);
 	if (cmd->fn == cmd_help || cmd->fn == cmd_version) {
 		printf("usage: kvctl %s\n%s\n", cmd->name, cmd->summary);
-		return flush_stdout();
+		return kvctl_flush_stdout();
 	}
 	sub[0] = argv[1];
+	optind = 0;	/* GNU getopt: the command parses afresh */
 	return cmd->fn(2, sub);
+}
+
+/*
+ * The options before the command: -h, -V, and which daemon (-m, -s).
+ * Returns -1 to go on with the command at argv[optind], else the exit
+ * status.
+ */
+static int global_getopt(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"mount", required_argument, NULL, 'm'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *mount = NULL, *sock = NULL;
+	int c;
+
+	opterr = 0;
+	/* '+': stop at the command, whose options are its own */
+	while ((c = getopt_long(argc, argv, "+:m:s:hV", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 'm':
+			mount = optarg;
+			break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'h':
+			return cmd_help(1, argv);
+		case 'V':
+			return cmd_version(1, argv);
+		default:
+			return bad_option(c, argv[optind - 1], NULL);
+		}
+	}
+	if (mount && sock) {
+		kvfs_err("-m and -s both name the daemon: give one");
+		return kvctl_usage_error(NULL);
+	}
+	kvctl_target = mount ? mount : sock ? sock : getenv("KVFS_SOCKET");
+	if (kvctl_target && !*kvctl_target)
+		kvctl_target = NULL;
+	return -1;
 }
 
 int main(int argc, char **argv)
 {
 	const struct kvctl_cmd *cmd;
+	int rc;
 
 	kvfs_log_init("kvctl", KVFS_LOG_WARN);
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
-		return cmd_help(1, argv + 1);
-	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))
-		return cmd_version(1, argv + 1);
-	if (argv[1][0] == '-') {
-		kvfs_err("unknown option '%s'", argv[1]);
-		return usage_error(NULL);
+	rc = global_getopt(argc, argv);
+	if (rc >= 0)
+		return rc;
+	if (optind >= argc) {
+		kvfs_err("missing command");
+		return kvctl_usage_error(NULL);
 	}
-	cmd = find_cmd(argv[1]);
+	cmd = find_cmd(argv[optind]);
 	if (!cmd)
-		return unknown_cmd(argv[1]);
-	return cmd->fn(argc - 1, argv + 1);
+		return unknown_cmd(argv[optind]);
+	argc -= optind;
+	argv += optind;
+	optind = 0;	/* GNU getopt: the command parses afresh */
+	return cmd->fn(argc, argv);
 }

@@ -1,0 +1,719 @@
+/*
+ * ctl.c - the control socket's server: bind, the epoll loop, connections.
+ * Commands are in ctl_cmd.c; ctl_int.h says why one thread serves all.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ctl_int.h"
+#include "log.h"
+
+#define ACCEPT_PAUSE_NS 100000000ull /* out of fds: retry in 100 ms */
+#define LISTEN_BACKLOG 64
+#define IN_KEEP 65536 /* input buffer kept between requests */
+
+/* epoll tags for the two fds that are not clients */
+static char tag_listen, tag_stop;
+
+/* ---- binding -------------------------------------------------------- */
+
+static int make_addr(const char *path, struct sockaddr_un *sa)
+{
+	size_t len = strlen(path);
+
+	if (len == 0)
+		return -EINVAL;
+	if (len >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path, path, len + 1);
+	return 0;
+}
+
+/*
+ * Somebody's socket file is at sa: is a daemon behind it?  0 when nobody
+ * answers (the file is stale), -EADDRINUSE when somebody does (a full
+ * backlog, EAGAIN, is somebody too), -EEXIST when the path is not a
+ * socket at all: that file is not ours to remove.
+ */
+static int probe_stale(const struct sockaddr_un *sa)
+{
+	struct stat sb;
+	int fd, rc;
+
+	if (lstat(sa->sun_path, &sb) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(sb.st_mode))
+		return -EEXIST;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	if (rc == 0)
+		rc = -EADDRINUSE;
+	else if (errno == ECONNREFUSED || errno == ENOENT)
+		rc = 0;
+	else if (errno == EAGAIN || errno == EINPROGRESS)
+		rc = -EADDRINUSE;
+	else
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* bind fd to sa, replacing a stale socket file once */
+static int bind_path(int fd, const struct sockaddr_un *sa)
+{
+	int rc;
+
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		return 0;
+	if (errno != EADDRINUSE)
+		return -errno;
+	rc = probe_stale(sa);
+	if (rc < 0)
+		return rc;
+	kvfs_info("replacing stale control socket %s", sa->sun_path);
+	if (unlink(sa->sun_path) < 0 && errno != ENOENT)
+		return -errno;
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
+		return -errno;
+	return 0;
+}
+
+static int listen_on(struct ctl_server *srv, mode_t mode)
+{
+	struct sockaddr_un sa;
+	struct stat sb;
+	int rc;
+
+	rc = make_addr(srv->path, &sa);
+	if (rc < 0)
+		return rc;
+	srv->lfd =
+	    socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (srv->lfd < 0)
+		return -errno;
+	rc = bind_path(srv->lfd, &sa);
+	if (rc < 0)
+		return rc;
+	/* until chmod the socket has umask's mode; connecting needs write
+	 * permission, which umask rarely grants to others */
+	if (chmod(srv->path, mode) < 0 || stat(srv->path, &sb) < 0 ||
+	    listen(srv->lfd, LISTEN_BACKLOG) < 0) {
+		rc = -errno;
+		unlink(srv->path);
+		return rc;
+	}
+	srv->dev = sb.st_dev;
+	srv->ino = sb.st_ino;
+	return 0;
+}
+
+/* ---- connections ---------------------------------------------------- */
+
+static int conn_set_events(struct ctl_server *srv, struct ctl_conn *c,
+			   uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = c};
+
+	if (c->events == events)
+		return 0;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+		return -errno;
+	c->events = events;
+	return 0;
+}
+
+/* releasing on close is what keeps a dead engine from pinning blocks
+ * until its leases expire */
+static void conn_close(struct ctl_server *srv, struct ctl_conn *c)
+{
+	for (size_t i = 0; i < c->nleases; i++)
+		kv_store_lease_release(srv->st, c->leases[i].id);
+	/* the same for maps (their slots may be reused once the client is
+	 * gone, and its mapping went with it) and for unfinished writers */
+	for (size_t i = 0; i < c->nmaps; i++)
+		kv_store_put(srv->st, &c->maps[i].ref);
+	for (size_t i = 0; i < c->nwriters; i++)
+		kv_store_abort(srv->st, c->writers[i].wh);
+	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	srv->nconns--;
+	free(c->leases);
+	free(c->maps);
+	free(c->writers);
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+/* ---- connection leases --------------------------------------------- */
+
+static void lease_prune(struct ctl_conn *c)
+{
+	uint64_t now = kvfs_mono_ns();
+
+	for (size_t i = 0; i < c->nleases;)
+		if (c->leases[i].expires_ns <= now)
+			c->leases[i] = c->leases[--c->nleases];
+		else
+			i++;
+}
+
+int ctl_lease_room(struct ctl_conn *c)
+{
+	struct ctl_lease *p;
+	size_t cap;
+
+	if (c->nleases >= CTL_CONN_LEASES_MAX)
+		lease_prune(c);
+	if (c->nleases >= CTL_CONN_LEASES_MAX)
+		return -EAGAIN;
+	if (c->nleases < c->leases_cap)
+		return 0;
+	cap = c->leases_cap ? c->leases_cap * 2 : 16;
+	p = realloc(c->leases, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	c->leases = p;
+	c->leases_cap = cap;
+	return 0;
+}
+
+/* grow an array of n used entries of size sz toward one more, up to max */
+static int room(void **arr, size_t n, size_t *cap, size_t sz, size_t max)
+{
+	size_t ncap;
+	void *p;
+
+	if (n >= max)
+		return -EAGAIN;
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 16;
+	p = realloc(*arr, ncap * sz);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+int ctl_map_room(struct ctl_conn *c)
+{
+	return room((void **)&c->maps, c->nmaps, &c->maps_cap, sizeof(*c->maps),
+		    CTL_CONN_MAPS_MAX);
+}
+
+int ctl_writer_room(struct ctl_conn *c)
+{
+	return room((void **)&c->writers, c->nwriters, &c->writers_cap,
+		    sizeof(*c->writers), CTL_CONN_WRITERS_MAX);
+}
+
+void ctl_lease_track(struct ctl_conn *c, uint64_t id, uint64_t expires_ns)
+{
+	c->leases[c->nleases].id = id;
+	c->leases[c->nleases].expires_ns = expires_ns;
+	c->nleases++;
+}
+
+static struct ctl_lease *conn_lease(struct ctl_conn *c, uint64_t id)
+{
+	for (size_t i = 0; i < c->nleases; i++)
+		if (c->leases[i].id == id)
+			return &c->leases[i];
+	return NULL;
+}
+
+/* the client that took a lease is nearly always the one that unpins or
+ * renews it: look there first */
+static struct ctl_lease *lease_find(struct ctl_server *srv, struct ctl_conn *c,
+				    uint64_t id, struct ctl_conn **owner)
+{
+	struct ctl_lease *l = conn_lease(c, id);
+
+	*owner = c;
+	for (struct ctl_conn *o = srv->conns; !l && o; o = o->next) {
+		if (o == c)
+			continue;
+		l = conn_lease(o, id);
+		*owner = o;
+	}
+	return l;
+}
+
+void ctl_lease_forget(struct ctl_server *srv, struct ctl_conn *c, uint64_t id)
+{
+	struct ctl_conn *o;
+	struct ctl_lease *l = lease_find(srv, c, id, &o);
+
+	if (l)
+		*l = o->leases[--o->nleases];
+}
+
+void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c, uint64_t id,
+		       uint64_t expires_ns)
+{
+	struct ctl_conn *o;
+	struct ctl_lease *l = lease_find(srv, c, id, &o);
+
+	if (l)
+		l->expires_ns = expires_ns;
+}
+
+/* over the cap: say why, best effort (the socket is fresh, the line is
+ * short, so it fits the socket buffer), and hang up */
+static void refuse_client(int fd)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+
+	ctl_cmd_error(&b, EMFILE, "too many control clients");
+	if (!b.err)
+		(void)!send(fd, b.p, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	kvfs_buf_release(&b);
+	close(fd);
+}
+
+static void accept_pause(struct ctl_server *srv, int err)
+{
+	struct epoll_event ev = {.events = 0, .data.ptr = &tag_listen};
+
+	kvfs_warn("control socket: accept: %s; pausing", strerror(err));
+	epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev);
+	srv->accept_paused = true;
+	srv->resume_ns = kvfs_mono_ns() + ACCEPT_PAUSE_NS;
+}
+
+static void accept_resume(struct ctl_server *srv)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tag_listen};
+
+	if (!srv->accept_paused || kvfs_mono_ns() < srv->resume_ns)
+		return;
+	epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev);
+	srv->accept_paused = false;
+}
+
+static int conn_add(struct ctl_server *srv, int fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct ctl_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->fd = fd;
+	c->events = EPOLLIN;
+	ev.data.ptr = c;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		free(c);
+		return -errno;
+	}
+	c->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = c;
+	srv->conns = c;
+	srv->nconns++;
+	return 0;
+}
+
+static void accept_clients(struct ctl_server *srv)
+{
+	for (;;) {
+		int fd =
+		    accept4(srv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				accept_pause(srv, errno);
+			/* EAGAIN: all taken; others (ECONNABORTED) are
+			 * the client's problem */
+			return;
+		}
+		if (srv->nconns >= CTL_MAX_CLIENTS) {
+			refuse_client(fd);
+		} else if (conn_add(srv, fd) < 0) {
+			close(fd);
+		}
+	}
+}
+
+/* ---- serving -------------------------------------------------------- */
+
+/* send what is queued; 0 when all is out, 1 when the socket is full */
+static int conn_flush(struct ctl_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off,
+				 c->out_len - c->out_off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 1;
+		if (n < 0)
+			return -errno;
+		c->out_off += (size_t)n;
+	}
+	free(c->out);
+	c->out = NULL;
+	c->out_len = c->out_off = 0;
+	return 0;
+}
+
+static void conn_queue(struct ctl_conn *c, struct kvfs_buf *b)
+{
+	char *text;
+	size_t len;
+
+	if (kvfs_buf_finish(b, &text, &len) < 0) {
+		/* no memory for the response: the client would wait for an
+		 * answer forever, so hang up instead */
+		c->closing = true;
+		return;
+	}
+	c->out = text;
+	c->out_len = len;
+	c->out_off = 0;
+}
+
+/* a big request's buffer is not kept around for the next small one */
+static void conn_consume(struct ctl_conn *c, size_t n)
+{
+	c->in_len -= n;
+	memmove(c->in, c->in + n, c->in_len);
+	if (c->in_len == 0 && c->in_cap > IN_KEEP) {
+		free(c->in);
+		c->in = NULL;
+		c->in_cap = 0;
+	}
+}
+
+/*
+ * Serve the next complete line, if any: 1 when one was served (its
+ * response queued), 0 when no complete line is buffered.
+ */
+static int conn_serve_one(struct ctl_server *srv, struct ctl_conn *c)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	char *nl;
+	size_t len;
+
+	nl = c->in_len ? memchr(c->in, '\n', c->in_len) : NULL;
+	if (!nl) {
+		if (c->in_len < CTLP_LINE_MAX)
+			return 0;
+		ctl_cmd_error(&b, E2BIG, "request longer than 1048576 bytes");
+		conn_queue(c, &b);
+		c->closing = true;
+		c->in_len = 0;
+		return 1;
+	}
+	len = (size_t)(nl - c->in);
+	*nl = '\0';
+	if (len && c->in[len - 1] == '\r')
+		c->in[--len] = '\0';
+	srv->requests++;
+	ctl_cmd_serve(srv, c, c->in, len, &b);
+	conn_queue(c, &b);
+	conn_consume(c, (size_t)(nl - c->in) + 1);
+	return 1;
+}
+
+/* read what the socket has, up to one request's worth; -errno or 0 */
+static int conn_read(struct ctl_conn *c)
+{
+	while (!c->eof && c->in_len < CTLP_LINE_MAX) {
+		size_t want = CTLP_LINE_MAX - c->in_len;
+		ssize_t n;
+
+		if (want > CTL_READ_CHUNK)
+			want = CTL_READ_CHUNK;
+		if (c->in_cap - c->in_len < want) {
+			size_t cap = c->in_len + want;
+			char *p = realloc(c->in, cap);
+
+			if (!p)
+				return -ENOMEM;
+			c->in = p;
+			c->in_cap = cap;
+		}
+		n = recv(c->fd, c->in + c->in_len, want, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			c->eof = true;
+		c->in_len += (size_t)n;
+		/* a full line is enough: leave the rest to the kernel so a
+		 * pipelining client is held back by its socket buffer */
+		if (memchr(c->in + c->in_len - (size_t)n, '\n', (size_t)n))
+			return 0;
+	}
+	return 0;
+}
+
+/*
+ * Move c forward as far as it goes without blocking: send, serve up to
+ * CTL_BATCH buffered requests, read.  Returns -1 when c was closed, 1 when
+ * complete requests are still buffered (come back without waiting for
+ * epoll), else 0.
+ */
+static int conn_step(struct ctl_server *srv, struct ctl_conn *c, bool readable)
+{
+	int rc, served = 0;
+
+	if (readable && conn_read(c) < 0)
+		goto out_close;
+	for (;;) {
+		rc = conn_flush(c);
+		if (rc < 0)
+			goto out_close;
+		if (rc > 0)
+			return conn_set_events(srv, c, EPOLLOUT) < 0 ? -1 : 0;
+		if (c->closing)
+			goto out_close;
+		if (served == CTL_BATCH)
+			return 1;
+		if (!conn_serve_one(srv, c))
+			break;
+		served++;
+	}
+	if (c->eof)
+		goto out_close; /* a partial last line is no request */
+	/* reading stopped at a full buffer: the check above ends it */
+	return conn_set_events(srv, c, EPOLLIN) < 0 ? -1 : 0;
+out_close:
+	conn_close(srv, c);
+	return -1;
+}
+
+static void conn_event(struct ctl_server *srv, struct ctl_conn *c,
+		       uint32_t events)
+{
+	/* EPOLLHUP with data still buffered: read it, serve, then close */
+	if (events & EPOLLERR) {
+		conn_close(srv, c);
+		return;
+	}
+	conn_step(srv, c, events & (EPOLLIN | EPOLLHUP));
+}
+
+/* clients with complete requests left over from their last turn */
+static bool serve_backlog(struct ctl_server *srv)
+{
+	struct ctl_conn *c, *next;
+	bool more = false;
+
+	for (c = srv->conns; c; c = next) {
+		next = c->next;
+		if (c->out_len || !c->in_len || !memchr(c->in, '\n', c->in_len))
+			continue;
+		if (conn_step(srv, c, false) > 0)
+			more = true;
+	}
+	return more;
+}
+
+static int loop_timeout(const struct ctl_server *srv, bool backlog)
+{
+	uint64_t now;
+
+	if (backlog)
+		return 0;
+	if (!srv->accept_paused)
+		return -1;
+	now = kvfs_mono_ns();
+	return now >= srv->resume_ns
+		   ? 0
+		   : (int)((srv->resume_ns - now) / 1000000 + 1);
+}
+
+static void *ctl_loop(void *arg)
+{
+	struct ctl_server *srv = arg;
+	struct epoll_event ev[64];
+	bool backlog = false;
+
+	for (;;) {
+		int n =
+		    epoll_wait(srv->epfd, ev, 64, loop_timeout(srv, backlog));
+
+		if (n < 0 && errno != EINTR) {
+			kvfs_err("control socket: epoll_wait: %s",
+				 strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			void *p = ev[i].data.ptr;
+
+			if (p == &tag_stop)
+				return NULL;
+			if (p == &tag_listen)
+				accept_clients(srv);
+			else
+				conn_event(srv, p, ev[i].events);
+		}
+		/* a client only ever closes itself, and epoll reports each
+		 * fd once per wait, so no entry of ev[] is stale */
+		accept_resume(srv);
+		backlog = serve_backlog(srv);
+	}
+	return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------- */
+
+static int info_valid(const char *info)
+{
+	struct kvfs_json *j;
+	int rc = kvfs_json_parse(info, strlen(info), &j);
+
+	if (rc < 0)
+		return rc;
+	rc = j->type == KVFS_JSON_OBJ ? 0 : -EINVAL;
+	kvfs_json_free(j);
+	return rc;
+}
+
+static int epoll_add(int epfd, int fd, void *tag)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* the loop thread takes no signals: kvfsd's main thread handles them */
+static int start_thread(struct ctl_server *srv)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&srv->thread, NULL, ctl_loop, srv);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+static void srv_free(struct ctl_server *srv)
+{
+	if (srv->epfd >= 0)
+		close(srv->epfd);
+	if (srv->efd >= 0)
+		close(srv->efd);
+	if (srv->lfd >= 0)
+		close(srv->lfd);
+	free(srv->info_json);
+	free(srv->path);
+	free(srv);
+}
+
+static int srv_setup(struct ctl_server *srv, mode_t mode)
+{
+	int rc;
+
+	rc = listen_on(srv, mode);
+	if (rc < 0)
+		return rc;
+	srv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (srv->efd < 0 || srv->epfd < 0) {
+		rc = -errno;
+		goto out_unlink;
+	}
+	rc = epoll_add(srv->epfd, srv->lfd, &tag_listen);
+	if (!rc)
+		rc = epoll_add(srv->epfd, srv->efd, &tag_stop);
+	if (!rc)
+		rc = start_thread(srv);
+	if (rc < 0)
+		goto out_unlink;
+	return 0;
+out_unlink:
+	unlink(srv->path);
+	return rc;
+}
+
+int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
+		     const char *info_json, struct ctl_server **out)
+{
+	struct ctl_server *srv;
+	int rc;
+
+	if (!st || !path || !out)
+		return -EINVAL;
+	if (!info_json)
+		info_json = "{}";
+	rc = info_valid(info_json);
+	if (rc < 0)
+		return rc;
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->st = st;
+	srv->lfd = srv->efd = srv->epfd = -1;
+	srv->path = strdup(path);
+	srv->info_json = strdup(info_json);
+	if (!srv->path || !srv->info_json) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = srv_setup(srv, mode);
+	if (rc < 0)
+		goto out_free;
+	*out = srv;
+	return 0;
+out_free:
+	srv_free(srv);
+	return rc;
+}
+
+/* a daemon that took the path over after us keeps its socket */
+static void unlink_ours(const struct ctl_server *srv)
+{
+	struct stat sb;
+
+	if (lstat(srv->path, &sb) == 0 && sb.st_dev == srv->dev &&
+	    sb.st_ino == srv->ino)
+		unlink(srv->path);
+}
+
+void ctl_server_stop(struct ctl_server *srv)
+{
+	uint64_t one = 1;
+
+	if (!srv)
+		return;
+	/* an eventfd write of 1 cannot fail short of a counter overflow */
+	(void)!write(srv->efd, &one, sizeof(one));
+	pthread_join(srv->thread, NULL);
+	while (srv->conns)
+		conn_close(srv, srv->conns);
+	unlink_ours(srv);
+	srv_free(srv);
+}

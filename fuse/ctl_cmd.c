@@ -1,0 +1,933 @@
+/*
+ * ctl_cmd.c - parse and run one control request (src/ctlproto.h) against
+ * the store, through store.h only.
+ *
+ * A request is split into words in place.  Each command takes its words
+ * through the arg_* helpers, which check every field and leave a message
+ * in req.msg on failure; a command returns 0 after appending its fields
+ * to the response, or a negative errno, and then whatever it appended is
+ * dropped and an error response is written instead.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "ctl_int.h"
+#include "pool.h"
+#include "render.h"
+
+struct req {
+	struct ctl_server *srv;
+	struct ctl_conn *conn;
+	char *next; /* next word, NULL when none is left */
+	struct kvfs_buf *out;
+	char msg[320];
+};
+
+/* a namespace argument, decoded and found */
+struct ns_arg {
+	char name[KVFS_NS_MAX + 1];
+	uint32_t id;
+	uint32_t block_tokens;
+};
+
+static int fail(struct req *r, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct req *r, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* ---- words ---------------------------------------------------------- */
+
+static char *next_word(struct req *r)
+{
+	char *w = r->next, *sp;
+
+	if (!w)
+		return NULL;
+	sp = strchr(w, ' ');
+	if (sp) {
+		*sp = '\0';
+		r->next = sp + 1;
+	} else {
+		r->next = NULL;
+	}
+	return w;
+}
+
+static size_t words_left(const struct req *r)
+{
+	const char *p = r->next;
+	size_t n = 0;
+
+	while (p) {
+		n++;
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return n;
+}
+
+static int arg_word(struct req *r, const char *what, char **w)
+{
+	*w = next_word(r);
+	if (!*w)
+		return fail(r, -EINVAL, "missing %s", what);
+	return 0;
+}
+
+static int arg_end(struct req *r)
+{
+	if (r->next)
+		return fail(r, -EINVAL, "too many arguments");
+	return 0;
+}
+
+/* decimal, no sign, at most 20 digits, min..max */
+static int arg_u64(struct req *r, const char *what, uint64_t min, uint64_t max,
+		   uint64_t *v)
+{
+	uint64_t x = 0;
+	size_t len;
+	char *w;
+	int rc;
+
+	rc = arg_word(r, what, &w);
+	if (rc)
+		return rc;
+	len = strlen(w);
+	if (len > 20 || strspn(w, "0123456789") != len)
+		goto out_bad;
+	for (size_t i = 0; i < len; i++) {
+		uint64_t d = (uint64_t)(w[i] - '0');
+
+		if (x > (UINT64_MAX - d) / 10)
+			goto out_bad;
+		x = x * 10 + d;
+	}
+	if (x < min || x > max)
+		goto out_bad;
+	*v = x;
+	return 0;
+out_bad:
+	return fail(r, -EINVAL, "bad %s \"%.40s\": need %llu..%llu", what, w,
+		    (unsigned long long)min, (unsigned long long)max);
+}
+
+static int arg_u32(struct req *r, const char *what, uint32_t min, uint32_t max,
+		   uint32_t *v)
+{
+	uint64_t x;
+	int rc = arg_u64(r, what, min, max, &x);
+
+	if (!rc)
+		*v = (uint32_t)x;
+	return rc;
+}
+
+static int arg_hash(struct req *r, uint8_t h[KVFS_HASH_LEN])
+{
+	char *w;
+	int rc;
+
+	rc = arg_word(r, "hash", &w);
+	if (rc)
+		return rc;
+	if (kvfs_hash_from_hex(w, h) < 0)
+		return fail(r, -EINVAL,
+			    "bad hash \"%.70s\": need 64 lowercase hex digits",
+			    w);
+	return 0;
+}
+
+/* a name, decoded and checked, not looked up */
+static int arg_name(struct req *r, char name[KVFS_NS_MAX + 1])
+{
+	size_t len;
+	char *w;
+	int rc;
+
+	rc = arg_word(r, "namespace", &w);
+	if (rc)
+		return rc;
+	rc = kvfs_ctlp_pct_decode(w, strlen(w), name, KVFS_NS_MAX + 1, &len);
+	if (rc == -ENAMETOOLONG)
+		return fail(r, -EINVAL, "bad namespace: longer than %d bytes",
+			    KVFS_NS_MAX);
+	if (rc)
+		return fail(r, -EINVAL,
+			    "bad namespace \"%.64s\": bad %%-escape", w);
+	if (strlen(name) != len || kvfs_ns_valid(name))
+		return fail(r, -EINVAL, "bad namespace \"%.64s\"", w);
+	return 0;
+}
+
+static int arg_ns(struct req *r, struct ns_arg *ns)
+{
+	int rc = arg_name(r, ns->name);
+
+	if (rc)
+		return rc;
+	rc = kv_store_ns_find(r->srv->st, ns->name, &ns->id, &ns->block_tokens);
+	if (rc == -ENOENT)
+		return fail(r, rc, "unknown namespace \"%.255s\"", ns->name);
+	if (rc)
+		return fail(r, rc, "namespace \"%.255s\": %s", ns->name,
+			    strerror(-rc));
+	return 0;
+}
+
+/* every remaining word as a hash; *h is malloc'd (NULL for none) */
+static int arg_hashes(struct req *r, uint8_t (**h)[KVFS_HASH_LEN], size_t *n)
+{
+	size_t count = words_left(r);
+	int rc;
+
+	*h = NULL;
+	*n = 0;
+	if (count > CTLP_HASHES_MAX)
+		return fail(r, -E2BIG, "%zu hashes: at most %u per request",
+			    count, CTLP_HASHES_MAX);
+	if (!count)
+		return 0;
+	*h = malloc(count * KVFS_HASH_LEN);
+	if (!*h)
+		return fail(r, -ENOMEM, "out of memory for %zu hashes", count);
+	for (size_t i = 0; i < count; i++) {
+		rc = arg_hash(r, (*h)[i]);
+		if (rc) {
+			free(*h);
+			*h = NULL;
+			return rc;
+		}
+	}
+	*n = count;
+	return 0;
+}
+
+/* ---- output helpers ------------------------------------------------- */
+
+static void put_hex(struct kvfs_buf *b, const char *key,
+		    const uint8_t h[KVFS_HASH_LEN])
+{
+	char hex[KVFS_HASH_HEX_LEN + 1];
+
+	kvfs_hash_to_hex(h, hex);
+	kvfs_buf_printf(b, ",\"%s\":\"%s\"", key, hex);
+}
+
+static void put_name(struct kvfs_buf *b, const char *name)
+{
+	kvfs_buf_puts(b, ",\"name\":");
+	kvfs_buf_json_str(b, name, strlen(name));
+	kvfs_buf_puts(b, ",\"name_pct\":\"");
+	kvfs_ctlp_pct_encode(b, name, strlen(name));
+	kvfs_buf_puts(b, "\"");
+}
+
+static void put_block(struct kvfs_buf *b, const uint8_t h[KVFS_HASH_LEN],
+		      const struct kv_block_info *bi)
+{
+	char hex[KVFS_HASH_HEX_LEN + 1];
+
+	kvfs_hash_to_hex(h, hex);
+	kvfs_buf_printf(b,
+			"\"hash\":\"%s\",\"slot\":%u,\"size\":%llu,"
+			"\"refs\":%u,\"seal_ns\":%llu",
+			hex, bi->slot, (unsigned long long)bi->size, bi->refs,
+			(unsigned long long)bi->seal_ns);
+}
+
+/* ---- commands ------------------------------------------------------- */
+
+/* what every connection holds, summed, for "status" */
+struct conn_sums {
+	uint64_t leases;
+	uint64_t maps;
+	uint64_t writers;
+};
+
+static struct conn_sums conn_sums(const struct ctl_server *srv)
+{
+	struct conn_sums n = {0};
+
+	for (const struct ctl_conn *c = srv->conns; c; c = c->next) {
+		n.leases += c->nleases;
+		n.maps += c->nmaps;
+		n.writers += c->nwriters;
+	}
+	return n;
+}
+
+static int cmd_status(struct req *r)
+{
+	struct conn_sums sums;
+	char *stats;
+	size_t len;
+	int rc;
+
+	rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = render_stats_json(r->srv->st, &stats, &len);
+	if (rc)
+		return fail(r, rc, "reading stats: %s", strerror(-rc));
+	/* the stats file ends in a newline; a response line must not */
+	while (len && stats[len - 1] == '\n')
+		len--;
+	kvfs_buf_printf(r->out, ",\"daemon\":%s,\"stats\":", r->srv->info_json);
+	kvfs_buf_add(r->out, stats, len);
+	free(stats);
+	sums = conn_sums(r->srv);
+	kvfs_buf_printf(r->out,
+			",\"ctl\":{\"clients\":%u,\"requests\":%llu,"
+			"\"conn_leases\":%llu,\"conn_maps\":%llu,"
+			"\"conn_writers\":%llu}",
+			r->srv->nconns, (unsigned long long)r->srv->requests,
+			(unsigned long long)sums.leases,
+			(unsigned long long)sums.maps,
+			(unsigned long long)sums.writers);
+	return 0;
+}
+
+static int cmd_ns_list(struct req *r)
+{
+	int rc = arg_end(r);
+
+	if (rc)
+		return rc;
+	kvfs_buf_puts(r->out, ",\"namespaces\":");
+	rc = render_ns_list_json(r->srv->st, r->out);
+	if (rc)
+		return fail(r, rc, "listing namespaces: %s", strerror(-rc));
+	return 0;
+}
+
+static int cmd_ns_create(struct req *r)
+{
+	char name[KVFS_NS_MAX + 1];
+	uint32_t bt, id;
+	int rc;
+
+	rc = arg_name(r, name);
+	if (!rc)
+		rc = arg_u32(r, "block_tokens", 1, KVFS_BLOCK_TOKENS_MAX, &bt);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_ns_create(r->srv->st, name, bt, &id);
+	if (rc == -EEXIST)
+		return fail(r, rc, "namespace \"%.255s\" exists", name);
+	if (rc)
+		return fail(r, rc, "creating namespace \"%.255s\": %s", name,
+			    strerror(-rc));
+	put_name(r->out, name);
+	kvfs_buf_printf(r->out, ",\"id\":%u,\"block_tokens\":%u", id, bt);
+	return 0;
+}
+
+static int cmd_ns_rm(struct req *r)
+{
+	char name[KVFS_NS_MAX + 1];
+	int rc;
+
+	rc = arg_name(r, name);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_ns_remove(r->srv->st, name);
+	if (rc == -ENOENT)
+		return fail(r, rc, "unknown namespace \"%.255s\"", name);
+	if (rc == -ENOTEMPTY)
+		return fail(r, rc, "namespace \"%.255s\" still holds blocks",
+			    name);
+	if (rc)
+		return fail(r, rc, "removing namespace \"%.255s\": %s", name,
+			    strerror(-rc));
+	return 0;
+}
+
+static int ls_args(struct req *r, struct ns_arg *ns, uint64_t *cursor,
+		   uint64_t *max)
+{
+	int rc = arg_ns(r, ns);
+
+	*cursor = 0;
+	*max = CTLP_LS_DEFAULT;
+	if (!rc && r->next)
+		rc = arg_u64(r, "cursor", 0, UINT64_MAX, cursor);
+	if (!rc && r->next)
+		rc = arg_u64(r, "max", 1, CTLP_LS_MAX, max);
+	if (!rc)
+		rc = arg_end(r);
+	return rc;
+}
+
+static int cmd_ls(struct req *r)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	struct kv_block_info bi;
+	uint64_t cursor, max, n = 0;
+	struct ns_arg ns;
+	int rc = 0;
+
+	rc = ls_args(r, &ns, &cursor, &max);
+	if (rc)
+		return rc;
+	kvfs_buf_puts(r->out, ",\"blocks\":[");
+	while (n < max) {
+		rc = kv_store_ns_next(r->srv->st, ns.id, &cursor, h, &bi);
+		if (rc <= 0)
+			break;
+		kvfs_buf_puts(r->out, n++ ? ",{" : "{");
+		put_block(r->out, h, &bi);
+		kvfs_buf_puts(r->out, "}");
+	}
+	if (rc < 0)
+		return fail(r, rc, "listing \"%.255s\": %s", ns.name,
+			    strerror(-rc));
+	kvfs_buf_printf(r->out, "],\"next\":\"%llu\",\"end\":%s",
+			(unsigned long long)cursor, rc == 0 ? "true" : "false");
+	return 0;
+}
+
+static int cmd_stat(struct req *r)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	struct kv_block_info bi;
+	struct ns_arg ns;
+	int rc;
+
+	rc = arg_ns(r, &ns);
+	if (!rc)
+		rc = arg_hash(r, h);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_stat(r->srv->st, ns.id, h, &bi);
+	if (rc == -ENOENT)
+		return fail(r, rc, "no such block in \"%.255s\"", ns.name);
+	if (rc)
+		return fail(r, rc, "stat: %s", strerror(-rc));
+	kvfs_buf_puts(r->out, ",");
+	put_block(r->out, h, &bi);
+	kvfs_buf_printf(r->out, ",\"checksum\":\"%08x\"", bi.checksum);
+	if (bi.has_parent)
+		put_hex(r->out, "parent", bi.parent);
+	else
+		kvfs_buf_puts(r->out, ",\"parent\":null");
+	return 0;
+}
+
+static int match_fail(struct req *r, long rc, const char *ns)
+{
+	if (rc == -EAGAIN)
+		return fail(r, -EAGAIN, "too many live leases");
+	return fail(r, (int)rc, "matching in \"%.255s\": %s", ns,
+		    strerror((int)-rc));
+}
+
+static int cmd_lookup(struct req *r)
+{
+	uint8_t(*h)[KVFS_HASH_LEN];
+	struct ns_arg ns;
+	size_t n;
+	long k;
+	int rc;
+
+	rc = arg_ns(r, &ns);
+	if (!rc)
+		rc = arg_hashes(r, &h, &n);
+	if (rc)
+		return rc;
+	k = kv_store_match(r->srv->st, ns.id, (const uint8_t(*)[32])h, n, 0,
+			   NULL);
+	free(h);
+	if (k < 0)
+		return match_fail(r, k, ns.name);
+	kvfs_buf_printf(r->out, ",\"count\":%ld,\"n\":%zu", k, n);
+	return 0;
+}
+
+/* room for one more connection lease, made before pinning so that no
+ * allocation can fail between the pin and its bookkeeping */
+static int lease_room(struct req *r)
+{
+	int rc = ctl_lease_room(r->conn);
+
+	if (rc == -EAGAIN)
+		return fail(r, rc, "this connection holds %u live leases",
+			    CTL_CONN_LEASES_MAX);
+	if (rc)
+		return fail(r, rc, "out of memory");
+	return 0;
+}
+
+/* match (scoped to this connection) and pin (not): the same but for who
+ * releases the lease */
+static int match_or_pin(struct req *r, bool scoped)
+{
+	uint8_t(*h)[KVFS_HASH_LEN] = NULL;
+	uint64_t lease = 0, expires;
+	struct ns_arg ns;
+	uint32_t ms;
+	size_t n;
+	long k;
+	int rc;
+
+	rc = arg_ns(r, &ns);
+	if (!rc)
+		rc = arg_u32(r, "lease_ms", 1, CTLP_LEASE_MS_MAX, &ms);
+	if (!rc && scoped)
+		rc = lease_room(r);
+	if (!rc)
+		rc = arg_hashes(r, &h, &n);
+	if (rc)
+		return rc;
+	/* taken before the match, so the entry can only expire later than
+	 * the lease does, never sooner */
+	expires = kvfs_mono_ns() + (uint64_t)ms * 1000000;
+	k = kv_store_match(r->srv->st, ns.id, (const uint8_t(*)[32])h, n, ms,
+			   &lease);
+	free(h);
+	if (k < 0)
+		return match_fail(r, k, ns.name);
+	if (scoped && lease)
+		ctl_lease_track(r->conn, lease, expires);
+	kvfs_buf_printf(r->out,
+			",\"count\":%ld,\"n\":%zu,\"lease\":\"%llu\","
+			"\"lease_ms\":%u",
+			k, n, (unsigned long long)lease, ms);
+	return 0;
+}
+
+static int cmd_match(struct req *r)
+{
+	return match_or_pin(r, true);
+}
+
+static int cmd_pin(struct req *r)
+{
+	return match_or_pin(r, false);
+}
+
+static int lease_fail(struct req *r, int rc, uint64_t lease)
+{
+	if (rc == -ENOENT)
+		return fail(r, rc, "no lease %llu (released or expired)",
+			    (unsigned long long)lease);
+	return fail(r, rc, "lease %llu: %s", (unsigned long long)lease,
+		    strerror(-rc));
+}
+
+static int cmd_unpin(struct req *r)
+{
+	uint64_t lease;
+	int rc;
+
+	rc = arg_u64(r, "lease", 1, UINT64_MAX, &lease);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_lease_release(r->srv->st, lease);
+	if (rc)
+		return lease_fail(r, rc, lease);
+	ctl_lease_forget(r->srv, r->conn, lease);
+	return 0;
+}
+
+static int cmd_renew(struct req *r)
+{
+	uint64_t lease, expires;
+	uint32_t ms;
+	int rc;
+
+	rc = arg_u64(r, "lease", 1, UINT64_MAX, &lease);
+	if (!rc)
+		rc = arg_u32(r, "lease_ms", 1, CTLP_LEASE_MS_MAX, &ms);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	expires = kvfs_mono_ns() + (uint64_t)ms * 1000000;
+	rc = kv_store_lease_renew(r->srv->st, lease, ms);
+	if (rc)
+		return lease_fail(r, rc, lease);
+	ctl_lease_renewed(r->srv, r->conn, lease, expires);
+	kvfs_buf_printf(r->out, ",\"lease\":\"%llu\",\"lease_ms\":%u",
+			(unsigned long long)lease, ms);
+	return 0;
+}
+
+static int cmd_evict(struct req *r)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	struct ns_arg ns;
+	int rc;
+
+	rc = arg_ns(r, &ns);
+	if (!rc)
+		rc = arg_hash(r, h);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_evict(r->srv->st, ns.id, h);
+	if (rc == -ENOENT)
+		return fail(r, rc, "no such block in \"%.255s\"", ns.name);
+	if (rc == -EBUSY)
+		return fail(r, rc,
+			    "block is referenced (open, mapped or "
+			    "pinned)");
+	if (rc)
+		return fail(r, rc, "evict: %s", strerror(-rc));
+	return 0;
+}
+
+/* ---- zero-copy map and write (libkvfs) ------------------------------ */
+
+/*
+ * Where a slot's bytes lie in the pool file (pool.h's layout).  A write
+ * handle is the slot it writes, as store.h promises for kv_store_create.
+ */
+static uint64_t slot_offset(struct req *r, uint32_t slot)
+{
+	return KV_POOL_HDR_SIZE +
+	       (uint64_t)slot * kv_store_slot_size(r->srv->st);
+}
+
+static int room_fail(struct req *r, int rc, const char *what, unsigned max)
+{
+	if (rc == -EAGAIN)
+		return fail(r, rc, "this connection holds %u %s", max, what);
+	return fail(r, rc, "out of memory");
+}
+
+static struct ctl_map *map_find(struct ctl_conn *c, uint64_t id)
+{
+	for (size_t i = 0; i < c->nmaps; i++)
+		if (c->maps[i].id == id)
+			return &c->maps[i];
+	return NULL;
+}
+
+static struct ctl_writer *writer_find(struct ctl_conn *c, uint64_t id)
+{
+	for (size_t i = 0; i < c->nwriters; i++)
+		if (c->writers[i].id == id)
+			return &c->writers[i];
+	return NULL;
+}
+
+static int map_args(struct req *r, struct ns_arg *ns, uint8_t *h)
+{
+	int rc = arg_ns(r, ns);
+
+	if (!rc)
+		rc = arg_hash(r, h);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	/* room first, so that no allocation can fail holding the ref */
+	rc = ctl_map_room(r->conn);
+	return rc ? room_fail(r, rc, "maps", CTL_CONN_MAPS_MAX) : 0;
+}
+
+static int cmd_map(struct req *r)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	struct kv_block_info bi;
+	struct ctl_map *m;
+	struct ns_arg ns;
+	int rc;
+
+	rc = map_args(r, &ns, h);
+	if (rc)
+		return rc;
+	m = &r->conn->maps[r->conn->nmaps];
+	rc = kv_store_get(r->srv->st, ns.id, h, &m->ref);
+	if (rc == -ENOENT)
+		return fail(r, rc, "no such block in \"%.255s\"", ns.name);
+	if (rc)
+		return fail(r, rc, "map: %s", strerror(-rc));
+	/* the reference keeps the block, so stat finds it unless it was
+	 * unlinked in between: then the name is gone, and so is the map */
+	rc = kv_store_stat(r->srv->st, ns.id, h, &bi);
+	if (rc) {
+		kv_store_put(r->srv->st, &m->ref);
+		return fail(r, rc, "map: %s", strerror(-rc));
+	}
+	m->id = ++r->srv->next_ref;
+	r->conn->nmaps++;
+	kvfs_buf_printf(r->out,
+			",\"ref\":\"%llu\",\"slot\":%u,\"offset\":%llu,"
+			"\"size\":%llu,\"checksum\":\"%08x\"",
+			(unsigned long long)m->id, m->ref.slot,
+			(unsigned long long)slot_offset(r, m->ref.slot),
+			(unsigned long long)m->ref.size, bi.checksum);
+	return 0;
+}
+
+static int cmd_unmap(struct req *r)
+{
+	struct ctl_map *m;
+	uint64_t id;
+	int rc;
+
+	rc = arg_u64(r, "ref", 1, UINT64_MAX, &id);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	m = map_find(r->conn, id);
+	if (!m)
+		return fail(r, -ENOENT, "no map %llu on this connection",
+			    (unsigned long long)id);
+	kv_store_put(r->srv->st, &m->ref);
+	*m = r->conn->maps[--r->conn->nmaps];
+	return 0;
+}
+
+static int alloc_args(struct req *r, struct ns_arg *ns, uint8_t *h,
+		      uint8_t *parent, bool *has_parent)
+{
+	int rc = arg_ns(r, ns);
+
+	if (!rc)
+		rc = arg_hash(r, h);
+	*has_parent = !rc && r->next;
+	if (*has_parent)
+		rc = arg_hash(r, parent);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = ctl_writer_room(r->conn);
+	return rc ? room_fail(r, rc, "writers", CTL_CONN_WRITERS_MAX) : 0;
+}
+
+static int cmd_alloc(struct req *r)
+{
+	uint8_t h[KVFS_HASH_LEN], parent[KVFS_HASH_LEN];
+	struct ctl_writer *w;
+	struct ns_arg ns;
+	bool has_parent;
+	uint32_t wh;
+	int rc;
+
+	rc = alloc_args(r, &ns, h, parent, &has_parent);
+	if (rc)
+		return rc;
+	rc = kv_store_create(r->srv->st, ns.id, h, has_parent ? parent : NULL,
+			     &wh);
+	if (rc == -EEXIST)
+		return fail(r, rc, "block exists or is being written");
+	if (rc == -ENOSPC)
+		return fail(r, rc, "every slot is referenced or being written");
+	if (rc)
+		return fail(r, rc, "alloc: %s", strerror(-rc));
+	w = &r->conn->writers[r->conn->nwriters++];
+	w->id = ++r->srv->next_ref;
+	w->wh = wh;
+	kvfs_buf_printf(r->out,
+			",\"ref\":\"%llu\",\"slot\":%u,\"offset\":%llu,"
+			"\"cap\":%llu",
+			(unsigned long long)w->id, wh,
+			(unsigned long long)slot_offset(r, wh),
+			(unsigned long long)kv_store_slot_size(r->srv->st));
+	return 0;
+}
+
+static int writer_arg(struct req *r, struct ctl_writer **w)
+{
+	uint64_t id;
+	int rc;
+
+	rc = arg_u64(r, "ref", 1, UINT64_MAX, &id);
+	if (rc)
+		return rc;
+	*w = writer_find(r->conn, id);
+	if (!*w)
+		return fail(r, -ENOENT, "no writer %llu on this connection",
+			    (unsigned long long)id);
+	return 0;
+}
+
+static int cmd_commit(struct req *r)
+{
+	struct ctl_writer *w;
+	uint64_t size;
+	int rc;
+
+	rc = writer_arg(r, &w);
+	if (!rc)
+		rc = arg_u64(r, "size", 0, kv_store_slot_size(r->srv->st),
+			     &size);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_set_size(r->srv->st, w->wh, size);
+	if (rc)
+		return fail(r, rc, "commit: %s", strerror(-rc));
+	/* a failed seal aborts the block (store.h): the writer is done
+	 * either way */
+	rc = kv_store_seal(r->srv->st, w->wh);
+	*w = r->conn->writers[--r->conn->nwriters];
+	if (rc)
+		return fail(r, rc, "sealing: %s", strerror(-rc));
+	return 0;
+}
+
+static int cmd_abort(struct req *r)
+{
+	struct ctl_writer *w;
+	int rc;
+
+	rc = writer_arg(r, &w);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	rc = kv_store_abort(r->srv->st, w->wh);
+	*w = r->conn->writers[--r->conn->nwriters];
+	if (rc)
+		return fail(r, rc, "abort: %s", strerror(-rc));
+	return 0;
+}
+
+/* ---- dispatch ------------------------------------------------------- */
+
+struct ctl_cmd {
+	const char *name;
+	const char *sub; /* second word, or NULL */
+	int (*fn)(struct req *r);
+};
+
+static const struct ctl_cmd ctl_cmds[] = {
+    {"status", NULL, cmd_status},
+    {"ns", "list", cmd_ns_list},
+    {"ns", "create", cmd_ns_create},
+    {"ns", "rm", cmd_ns_rm},
+    {"ls", NULL, cmd_ls},
+    {"stat", NULL, cmd_stat},
+    {"lookup", NULL, cmd_lookup},
+    {"match", NULL, cmd_match},
+    {"pin", NULL, cmd_pin},
+    {"unpin", NULL, cmd_unpin},
+    {"renew", NULL, cmd_renew},
+    {"evict", NULL, cmd_evict},
+    {"map", NULL, cmd_map},
+    {"unmap", NULL, cmd_unmap},
+    {"alloc", NULL, cmd_alloc},
+    {"commit", NULL, cmd_commit},
+    {"abort", NULL, cmd_abort},
+};
+
+#define NCMDS (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))
+
+/* the first word, and for "ns" the second one too */
+static const struct ctl_cmd *find_cmd(struct req *r)
+{
+	const char *w = next_word(r), *sub = NULL;
+	bool has_subs = false;
+
+	for (size_t i = 0; i < NCMDS; i++) {
+		if (strcmp(ctl_cmds[i].name, w))
+			continue;
+		if (!ctl_cmds[i].sub)
+			return &ctl_cmds[i];
+		if (!has_subs) {
+			has_subs = true;
+			sub = next_word(r);
+		}
+		if (sub && !strcmp(ctl_cmds[i].sub, sub))
+			return &ctl_cmds[i];
+	}
+	if (has_subs)
+		fail(r, -ENOSYS, "%s: unknown or missing verb \"%.32s\"", w,
+		     sub ? sub : "");
+	else
+		fail(r, -ENOSYS, "unknown command \"%.64s\"", w);
+	return NULL;
+}
+
+/* the line rules of ctlproto.h: printable bytes, single spaces */
+static int check_line(struct req *r, const char *line, size_t len)
+{
+	if (len == 0)
+		return fail(r, -EINVAL, "empty request");
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+
+		if (c < 0x20 || c == 0x7f)
+			return fail(r, -EINVAL,
+				    "control byte 0x%02x at offset %zu", c, i);
+		if (c == ' ' && (i == 0 || i == len - 1 || line[i + 1] == ' '))
+			return fail(r, -EINVAL,
+				    "empty word at offset %zu (words are "
+				    "separated by one space)",
+				    i);
+	}
+	return 0;
+}
+
+void ctl_cmd_error(struct kvfs_buf *out, int err, const char *msg)
+{
+	kvfs_buf_printf(out,
+			"{\"ok\":false,\"errno\":%d,\"error\":\"%s\","
+			"\"message\":",
+			err, kvfs_ctlp_errno_name(err));
+	kvfs_buf_json_str(out, msg, strlen(msg));
+	kvfs_buf_puts(out, "}\n");
+}
+
+void ctl_cmd_serve(struct ctl_server *srv, struct ctl_conn *c, char *line,
+		   size_t len, struct kvfs_buf *out)
+{
+	struct req r = {.srv = srv, .conn = c, .next = line, .out = out};
+	const struct ctl_cmd *cmd;
+	size_t start = out->len;
+	int rc;
+
+	rc = check_line(&r, line, len);
+	if (!rc) {
+		cmd = find_cmd(&r);
+		rc = cmd ? 0 : -ENOSYS;
+	}
+	if (!rc) {
+		kvfs_buf_puts(out, "{\"ok\":true");
+		rc = cmd->fn(&r);
+	}
+	if (!rc && !out->err) {
+		kvfs_buf_puts(out, "}\n");
+		return;
+	}
+	if (!rc)
+		fail(&r, out->err, "out of memory for the response");
+	/* drop the half-written success and answer with the error */
+	out->len = start;
+	out->err = 0;
+	if (out->p)
+		out->p[start] = '\0';
+	ctl_cmd_error(out, -(rc ? rc : -ENOMEM), r.msg);
+}

@@ -1,0 +1,129 @@
+/*
+ * ctl_int.h - private to fuse/ctl*.c: the control server's state.
+ *
+ * Threading: one thread runs an epoll loop over the listening socket, an
+ * eventfd (the stop signal) and every client, all non-blocking.  Every
+ * command is one short store call (the store's own mutex bounds it, and a
+ * lookup of CTLP_HASHES_MAX hashes takes well under a millisecond), so one
+ * thread serves them all in turn; a thread per client would only queue on
+ * the same store mutex.  What one thread must not do is wait on a client,
+ * so sockets never block: a client that stops reading its responses
+ * stalls only itself, since its next request is not read until its last
+ * response is out (which also bounds each client's memory to one request
+ * plus one response).
+ *
+ * Everything below is touched by the loop thread only, after start and
+ * before stop, so it needs no lock.
+ */
+#ifndef KVFS_CTL_INT_H
+#define KVFS_CTL_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ctl.h"
+#include "ctlproto.h"
+#include "json.h"
+
+#define CTL_MAX_CLIENTS 256	/* more are told -EMFILE and closed */
+#define CTL_CONN_LEASES_MAX 4096 /* match leases held by one connection */
+#define CTL_BATCH 32		/* requests served per client per turn */
+#define CTL_READ_CHUNK 65536
+#define CTL_CONN_MAPS_MAX 65536	/* blocks one connection maps at once */
+#define CTL_CONN_WRITERS_MAX 1024 /* zero-copy writers of one connection */
+
+/*
+ * A mapped block (command "map"): the reference kv_store_get handed out,
+ * dropped by "unmap" or when the connection closes.  While it is held the
+ * slot is neither evicted nor reused, which is what makes the client's
+ * pointer into its own mapping of the pool safe to read.
+ */
+struct ctl_map {
+	uint64_t id;
+	struct kv_ref ref;
+};
+
+/* a zero-copy writer (command "alloc"): sealed by "commit", freed by
+ * "abort" or when the connection closes, so a dead writer leaves nothing */
+struct ctl_writer {
+	uint64_t id;
+	uint32_t wh;
+};
+
+/* a match lease as its connection remembers it */
+struct ctl_lease {
+	uint64_t id;
+	uint64_t expires_ns;	/* monotonic; past it the entry is dead */
+};
+
+struct ctl_conn {
+	int fd;
+	char *in;		/* bytes read, not yet served */
+	size_t in_len;
+	size_t in_cap;
+	char *out;		/* response being sent */
+	size_t out_len;
+	size_t out_off;
+	uint32_t events;	/* what epoll waits for now */
+	bool eof;		/* the client shut its writing side */
+	bool closing;		/* close once out is sent */
+	/* match leases taken here, released on close.  An entry may outlive
+	 * its lease (expired, or released by another client): ids are never
+	 * reused by the store, so releasing it then is a harmless -ENOENT,
+	 * and expired entries are pruned when the array is full */
+	struct ctl_lease *leases;
+	size_t nleases;
+	size_t leases_cap;
+	struct ctl_map *maps;	/* unordered; ids from srv->next_ref */
+	size_t nmaps;
+	size_t maps_cap;
+	struct ctl_writer *writers;
+	size_t nwriters;
+	size_t writers_cap;
+	struct ctl_conn *prev, *next;
+};
+
+struct ctl_server {
+	struct kv_store *st;
+	char *path;
+	dev_t dev;		/* the socket file we bound: stop unlinks */
+	ino_t ino;		/* it only if the path still names it */
+	char *info_json;
+	int lfd;
+	int efd;		/* eventfd: ctl_server_stop wakes the loop */
+	int epfd;
+	bool accept_paused;	/* out of fds: retry at resume_ns */
+	uint64_t resume_ns;
+	pthread_t thread;
+	struct ctl_conn *conns;
+	unsigned nconns;
+	uint64_t requests;
+	uint64_t next_ref;	/* last map/writer id given; never reused */
+};
+
+/* ctl_cmd.c: serve one request line (NUL-terminated, no "\n"; len bytes,
+ * which may hold NULs) and append its response line to out */
+void ctl_cmd_serve(struct ctl_server *srv, struct ctl_conn *c, char *line,
+		   size_t len, struct kvfs_buf *out);
+/* an error response line in out */
+void ctl_cmd_error(struct kvfs_buf *out, int err, const char *msg);
+/* ctl.c: the connection leases.  ctl_lease_room makes room for one more
+ * in c (-EAGAIN when CTL_CONN_LEASES_MAX live ones are held, -ENOMEM), so
+ * that ctl_lease_track, called after the pin, cannot fail. */
+int ctl_lease_room(struct ctl_conn *c);
+void ctl_lease_track(struct ctl_conn *c, uint64_t id, uint64_t expires_ns);
+/* after unpin / renew by any client: update whichever connection holds
+ * it, c first */
+void ctl_lease_forget(struct ctl_server *srv, struct ctl_conn *c,
+		      uint64_t id);
+void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c,
+		       uint64_t id, uint64_t expires_ns);
+
+/* ctl.c: grow c's map (writer) array for one more entry; -EAGAIN past
+ * CTL_CONN_MAPS_MAX (CTL_CONN_WRITERS_MAX), -ENOMEM */
+int ctl_map_room(struct ctl_conn *c);
+int ctl_writer_room(struct ctl_conn *c);
+
+#endif /* KVFS_CTL_INT_H */

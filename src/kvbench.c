@@ -18,8 +18,10 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "kvbench.h"
 #include "log.h"
 
@@ -47,6 +49,24 @@ static const struct kvb_cmd kvb_cmds[] = {
 	.fn = kvb_demo_main,
 	.usage = kvb_demo_usage,
 	.summary = "engine workload on the store, then a restart",
+    },
+    {
+	.name = "engine",
+	.fn = kvb_engine_main,
+	.usage = kvb_engine_usage,
+	.summary = "LLM engine emulator on a mount, driven by a trace",
+    },
+    {
+	.name = "gen-trace",
+	.fn = kvb_gentrace_main,
+	.usage = kvb_gentrace_usage,
+	.summary = "write a synthetic Mooncake-format trace",
+    },
+    {
+	.name = "io",
+	.fn = kvb_io_main,
+	.usage = kvb_io_usage,
+	.summary = "block file I/O on a mount against tmpfs",
     },
     {
 	.name = "help",
@@ -160,6 +180,21 @@ int kvb_tmpdir(char *out, size_t cap)
 	if (!base || !*base)
 		base = "/tmp";
 	n = snprintf(out, cap, "%s/kvbench-XXXXXX", base);
+	if (n < 0 || (size_t)n >= cap)
+		return -ENAMETOOLONG;
+	if (!mkdtemp(out))
+		return -errno;
+	if (cleanup_add(out, true)) {
+		rmdir(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int kvb_shm_dir(char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "%s/kvbench-XXXXXX", KVB_SHM_DIR);
+
 	if (n < 0 || (size_t)n >= cap)
 		return -ENAMETOOLONG;
 	if (!mkdtemp(out))
@@ -285,6 +320,38 @@ void kvb_progress_end(struct kvb_progress *p)
 	p->drawn = false;
 }
 
+void kvb_progress_start_log(struct kvb_progress *p, const char *what,
+			    uint64_t total)
+{
+	kvb_progress_start(p, what, total);
+	p->log = true;
+}
+
+bool kvb_progress_due(struct kvb_progress *p)
+{
+	return (p->tty || p->log) && kvb_now() >= p->next_ns;
+}
+
+void kvb_progress_say(struct kvb_progress *p, bool final, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!p->tty && !p->log)
+		return;
+	/* a terminal redraws in place; a log keeps every line, so fewer */
+	p->next_ns = kvb_now() + (p->tty ? 250000000ull : 1000000000ull);
+	if (p->tty)
+		fputc('\r', stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (p->tty)
+		fputs("\033[K", stderr);
+	if (!p->tty || final)
+		fputc('\n', stderr);
+	p->drawn = p->tty && !final;
+}
+
 /* ---- options -------------------------------------------------------- */
 
 int kvb_usage_error(const char *cmd, const char *fmt, ...)
@@ -352,6 +419,208 @@ bad:
 			opt, (unsigned long long)min, (unsigned long long)max,
 			arg);
 	return -EINVAL;
+}
+
+int kvb_parse_double(const char *cmd, const char *opt, const char *arg,
+		     double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	/* the comparison is written so that a NaN fails it */
+	if (end == arg || *end || errno || !(v >= min && v <= max)) {
+		kvb_usage_error(cmd,
+				"%s wants a number from %g to %g, not '%s'",
+				opt, min, max, arg);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/* ---- a kvfs mount ----------------------------------------------------- */
+
+#define KVB_STATS_MAX (16u << 20) /* .kvfs/stats is a few kB a namespace */
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = malloc(cap), *p;
+	ssize_t r;
+	int fd, rc = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	while ((r = read(fd, buf + n, cap - n - 1)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			goto out_close;
+		}
+		n += (size_t)r;
+		if (n + 1 < cap)
+			continue;
+		if (cap >= KVB_STATS_MAX) {
+			rc = -EFBIG;
+			goto out_close;
+		}
+		p = realloc(buf, cap * 2);
+		if (!p) {
+			rc = -ENOMEM;
+			goto out_close;
+		}
+		buf = p;
+		cap *= 2;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	close(fd);
+	return 0;
+out_close:
+	close(fd);
+out_free:
+	free(buf);
+	return rc;
+}
+
+static int json_u64_at(const struct kvfs_json *obj, const char *key,
+		       uint64_t *v)
+{
+	return kvfs_json_u64(kvfs_json_get(obj, key), v);
+}
+
+/* the namespace named ns in "namespaces": its evictions */
+static void stats_ns(const struct kvfs_json *j, const char *ns,
+		     struct kvb_mount *m)
+{
+	const struct kvfs_json *a = kvfs_json_get(j, "namespaces");
+
+	if (!a || a->type != KVFS_JSON_ARR || !ns)
+		return;
+	for (size_t i = 0; i < a->n; i++) {
+		const char *name =
+		    kvfs_json_str(kvfs_json_get(&a->kid[i], "name"));
+
+		if (!name || strcmp(name, ns))
+			continue;
+		m->ns_found =
+		    !json_u64_at(&a->kid[i], "evictions", &m->evictions);
+		return;
+	}
+}
+
+int kvb_mount_stats(const char *cmd, const char *mount, const char *ns,
+		    struct kvb_mount *m)
+{
+	char path[PATH_MAX];
+	struct kvfs_json *j = NULL;
+	const struct kvfs_json *pool;
+	size_t len = 0;
+	char *text = NULL;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (snprintf(path, sizeof(path), "%s/.kvfs/stats", mount) >=
+	    (int)sizeof(path)) {
+		kvb_fail(cmd, -ENAMETOOLONG, "%s", mount);
+		return -ENAMETOOLONG;
+	}
+	rc = read_file(path, &text, &len);
+	if (rc) {
+		kvb_fail(cmd, rc, "%s is not a kvfs mount (reading %s)", mount,
+			 path);
+		return rc;
+	}
+	rc = kvfs_json_parse(text, len, &j);
+	free(text);
+	pool = rc ? NULL : kvfs_json_get(j, "pool");
+	if (!pool || json_u64_at(pool, "slot_size", &m->slot_size) ||
+	    json_u64_at(pool, "slots", &m->slots) ||
+	    json_u64_at(pool, "slots_free", &m->slots_free)) {
+		kvfs_json_free(j);
+		kvb_fail(cmd, 0, "%s: no pool geometry in it", path);
+		return -EPROTO;
+	}
+	stats_ns(j, ns, m);
+	kvfs_json_free(j);
+	return 0;
+}
+
+int kvb_mount_ns(const char *cmd, const char *mount, const char *ns,
+		 uint32_t *bt)
+{
+	char path[PATH_MAX], val[32];
+	unsigned long long v;
+	ssize_t n;
+	char *end;
+	int fd, rc;
+
+	if (kvfs_ns_valid(ns)) {
+		kvb_fail(cmd, 0, "'%s' is no namespace name", ns);
+		return -EINVAL;
+	}
+	if (snprintf(path, sizeof(path), "%s/%s", mount, ns) >=
+	    (int)sizeof(path)) {
+		kvb_fail(cmd, -ENAMETOOLONG, "%s/%s", mount, ns);
+		return -ENAMETOOLONG;
+	}
+	/* a racing kvbench may make it first: EEXIST is success */
+	if (mkdir(path, 0755) && errno != EEXIST) {
+		rc = -errno;
+		kvb_fail(cmd, rc, "cannot make namespace %s", path);
+		return rc;
+	}
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		kvb_fail(cmd, rc, "cannot open namespace %s", path);
+		return rc;
+	}
+	n = fgetxattr(fd, "user.kvfs.block_tokens", val, sizeof(val) - 1);
+	if (n <= 0) {
+		rc = n < 0 ? -errno : -EPROTO;
+		kvb_fail(cmd, rc, "%s: user.kvfs.block_tokens", path);
+		close(fd);
+		return rc;
+	}
+	val[n] = '\0';
+	v = strtoull(val, &end, 10);
+	if (*end || !v || v > UINT32_MAX) {
+		kvb_fail(cmd, 0, "%s: bad user.kvfs.block_tokens '%s'", path,
+			 val);
+		close(fd);
+		return -EPROTO;
+	}
+	*bt = (uint32_t)v;
+	return fd;
+}
+
+void kvb_cpu_model(char *buf, size_t cap)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[512], *v;
+
+	snprintf(buf, cap, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "model name", 10) || !(v = strchr(line, ':')))
+			continue;
+		v += strspn(v + 1, " \t") + 1;
+		v[strcspn(v, "\n")] = '\0';
+		snprintf(buf, cap, "%s", v);
+		break;
+	}
+	fclose(f);
 }
 
 /* ---- synthetic data ------------------------------------------------- */
@@ -446,6 +715,19 @@ char *kvb_fmt_bytes(char *buf, size_t cap, double bytes)
 	return buf;
 }
 
+char *kvb_fmt_size(char *buf, size_t cap, uint64_t bytes)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	unsigned u = 0;
+
+	while (bytes && bytes % 1024 == 0 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, "%llu %s", (unsigned long long)bytes, unit[u]);
+	return buf;
+}
+
 void kvb_fail(const char *cmd, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -476,7 +758,7 @@ static void usage(FILE *f)
 	      "commands:\n",
 	      f);
 	for (size_t i = 0; i < KVB_NCMDS; i++)
-		fprintf(f, "  %-7s %s\n", kvb_cmds[i].name,
+		fprintf(f, "  %-9s %s\n", kvb_cmds[i].name,
 			kvb_cmds[i].summary);
 	fputs("\n'kvbench COMMAND --help' shows a command's options; "
 	      "see kvbench(1).\n",

@@ -3,11 +3,14 @@
  *
  * kvbench measures kvfs beside a baseline in the same run and demonstrates
  * the store on a synthetic engine workload.  Each subcommand is one file
- * (kvbench_store.c, kvbench_demo.c) with one entry point listed in the
- * command table of kvbench.c.
+ * (kvbench_store.c, kvbench_demo.c, kvbench_engine.c with gen-trace,
+ * kvbench_io.c) with one entry point listed in the command table of
+ * kvbench.c.  store and demo run on the store library; engine and io on
+ * a mounted kvfsd, through the file system and its control socket.
  *
  * Exit codes, the same for every subcommand: 0 it ran, 1 it failed (one
- * line on stderr says why), 2 bad usage.  A benchmark that misses its
+ * line on stderr says why), 2 bad usage, or bad input given as an option
+ * (engine: a trace line that is not a request, named by its number).  A benchmark that misses its
  * targets still exits 0: the numbers are the result, not a test verdict.
  *
  * Temporary files: every file and directory made through kvb_tmpdir() and
@@ -38,10 +41,16 @@
 /* argv[0] is the subcommand's name; returns a KVB_EXIT_* code */
 int kvb_store_main(int argc, char **argv);
 int kvb_demo_main(int argc, char **argv);
+int kvb_engine_main(int argc, char **argv);
+int kvb_gentrace_main(int argc, char **argv);
+int kvb_io_main(int argc, char **argv);
 
 /* usage text of each subcommand; kvbench(1) documents the same options */
 void kvb_store_usage(FILE *f);
 void kvb_demo_usage(FILE *f);
+void kvb_engine_usage(FILE *f);
+void kvb_gentrace_usage(FILE *f);
+void kvb_io_usage(FILE *f);
 
 /* ---- options ------------------------------------------------------- */
 
@@ -56,6 +65,10 @@ int kvb_usage_error(const char *cmd, const char *fmt, ...)
  */
 int kvb_parse_u64(const char *cmd, const char *opt, const char *arg,
 		  uint64_t min, uint64_t max, bool allow_suffix, uint64_t *out);
+
+/* the same for a decimal fraction ("0.6", "1e3"), no suffix */
+int kvb_parse_double(const char *cmd, const char *opt, const char *arg,
+		     double min, double max, double *out);
 
 /*
  * Report an option getopt_long() refused (its '?' or ':' return, with
@@ -95,12 +108,26 @@ struct kvb_progress {
 	uint64_t next_ns;
 	bool tty;
 	bool drawn;
+	bool log; /* kvb_progress_start_log: a log gets lines too */
 };
 
 void kvb_progress_start(struct kvb_progress *p, const char *what,
 			uint64_t total);
 void kvb_progress_draw(struct kvb_progress *p, uint64_t done);
 void kvb_progress_end(struct kvb_progress *p);
+
+/*
+ * The other kind, for runs long enough that a log should show them moving
+ * (engine): a line of the caller's own text, redrawn with '\r' at most
+ * four times a second on a terminal; elsewhere a plain line at most once
+ * a second.  The final line always stays, ended by a newline.
+ */
+void kvb_progress_start_log(struct kvb_progress *p, const char *what,
+			    uint64_t total);
+/* true when a line is due now: format one and call kvb_progress_say */
+bool kvb_progress_due(struct kvb_progress *p);
+void kvb_progress_say(struct kvb_progress *p, bool final, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* cheap enough for timed loops: looks at the clock every 4096 calls */
 static inline void kvb_progress(struct kvb_progress *p, uint64_t done)
@@ -120,6 +147,10 @@ int kvb_tmpdir(char *out, size_t cap);
  * Open the store on it with reformat set: an empty file is not a pool.
  */
 int kvb_pool_path(const char *fallback_dir, char *out, size_t cap);
+
+/* mkdtemp "kvbench-XXXXXX" in /dev/shm (tmpfs), registered for removal;
+ * -ENOENT when there is no /dev/shm */
+int kvb_shm_dir(char *out, size_t cap);
 
 /* stop removing path at exit (--keep) */
 void kvb_cleanup_forget(const char *path);
@@ -170,6 +201,34 @@ void kvb_kv_fill(const uint8_t hash[KVFS_HASH_LEN], void *buf, size_t len);
 size_t kvb_kv_check(const uint8_t hash[KVFS_HASH_LEN], const void *buf,
 		    size_t len);
 
+/* ---- a kvfs mount (engine, io) ------------------------------------ */
+
+/* what MOUNT/.kvfs/stats says about the pool and one namespace */
+struct kvb_mount {
+	uint64_t slot_size;
+	uint64_t slots;
+	uint64_t slots_free;
+	uint64_t evictions; /* of the namespace; 0 when it is absent */
+	bool ns_found;
+};
+
+/* read and parse MOUNT/.kvfs/stats (ns may be NULL); one line printed
+ * on error */
+int kvb_mount_stats(const char *cmd, const char *mount, const char *ns,
+		    struct kvb_mount *m);
+
+/*
+ * The namespace directory MOUNT/NS, made (mkdir) when absent: returns an
+ * O_DIRECTORY descriptor for openat() of its blocks, and its tokens per
+ * block (user.kvfs.block_tokens) in *bt; or a negative errno with one
+ * line printed.
+ */
+int kvb_mount_ns(const char *cmd, const char *mount, const char *ns,
+		 uint32_t *bt);
+
+/* "model name" of the first CPU ("unknown" when /proc does not say) */
+void kvb_cpu_model(char *buf, size_t cap);
+
 /* ---- output -------------------------------------------------------- */
 
 /* "  key            value": the summary lines both subcommands print */
@@ -180,6 +239,10 @@ void kvb_line(FILE *f, const char *key, const char *fmt, ...)
 char *kvb_fmt_count(char *buf, size_t cap, double v);
 /* 1536000000 -> "1.54 GB" (decimal units, as for rates); returns buf */
 char *kvb_fmt_bytes(char *buf, size_t cap, double bytes);
+
+/* a size in binary units: 4096 -> "4 KiB", 2097152 -> "2 MiB", 1000 ->
+ * "1000 B" (whole units only, else bytes); returns buf */
+char *kvb_fmt_size(char *buf, size_t cap, uint64_t bytes);
 
 /* negative errno -> "error: MSG: strerror" on stderr, one line */
 void kvb_fail(const char *cmd, int err, const char *fmt, ...)

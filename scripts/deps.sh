@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential autoconf automake libtool pkg-config
 libfuse3-dev fuse3 librocksdb-dev liburing-dev libssl-dev check
-libibverbs-dev mandoc python3"
+libibverbs-dev mandoc python3 libmicrohttpd-dev libjson-c-dev"
 
 missing=""
 for p in $PKGS; do

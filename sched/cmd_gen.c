@@ -1,0 +1,186 @@
+/*
+ * cmd_gen.c - `kvconductor gen-trace`: a synthetic Mooncake-format trace
+ * from the shared generator (src/trace.h: kvfs_trace_gen).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trace.h"
+
+#define CMD "gen-trace"
+
+static const char gen_usage[] =
+"usage: kvconductor gen-trace [--requests N] [--rate R] [--seed N]\n"
+"         [--sys-prompts N] [--skew S] [--sys-min T] [--sys-max T]\n"
+"         [--user-min T] [--user-max T] [--out-min T] [--out-max T]\n"
+"         [--sessions N] [--follow P] [--max-input T] [--output FILE]\n"
+"\n"
+"Write a Mooncake-format trace: Poisson arrivals, multi-turn\n"
+"sessions, shared system prompts with Zipf popularity.\n"
+"\n"
+"  -n, --requests N   lines (default 1000)\n"
+"  -r, --rate R       mean arrivals per second (default 10)\n"
+"      --seed N       the same seed gives the same trace (default 1)\n"
+"      --sys-prompts N  shared system prompts; 0: none (default 16)\n"
+"      --skew S       Zipf exponent of their popularity (default 1)\n"
+"      --sys-min T    system prompt tokens, least (default 1024)\n"
+"      --sys-max T    and most (default 8192)\n"
+"      --user-min T   user tokens per turn, least (default 64)\n"
+"      --user-max T   and most (default 2048)\n"
+"      --out-min T    output tokens, least (default 16)\n"
+"      --out-max T    and most (default 512)\n"
+"      --sessions N   live sessions at most (default 64)\n"
+"      --follow P     chance a request is a session's next turn\n"
+"                     (default 0.6)\n"
+"      --max-input T  prompt tokens at most; a longer session ends\n"
+"                     (default 65536)\n"
+"  -o, --output FILE  write there instead of standard output\n";
+
+void kvc_gen_usage(FILE *f)
+{
+	fputs(gen_usage, f);
+}
+
+enum {
+	OPT_SEED = 256,
+	OPT_SYS,
+	OPT_SKEW,
+	OPT_SYS_MIN,
+	OPT_SYS_MAX,
+	OPT_USER_MIN,
+	OPT_USER_MAX,
+	OPT_OUT_MIN,
+	OPT_OUT_MAX,
+	OPT_SESSIONS,
+	OPT_FOLLOW,
+	OPT_MAX_INPUT,
+};
+
+static const struct option gen_opts[] = {
+	{"requests", required_argument, NULL, 'n'},
+	{"rate", required_argument, NULL, 'r'},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"sys-prompts", required_argument, NULL, OPT_SYS},
+	{"skew", required_argument, NULL, OPT_SKEW},
+	{"sys-min", required_argument, NULL, OPT_SYS_MIN},
+	{"sys-max", required_argument, NULL, OPT_SYS_MAX},
+	{"user-min", required_argument, NULL, OPT_USER_MIN},
+	{"user-max", required_argument, NULL, OPT_USER_MAX},
+	{"out-min", required_argument, NULL, OPT_OUT_MIN},
+	{"out-max", required_argument, NULL, OPT_OUT_MAX},
+	{"sessions", required_argument, NULL, OPT_SESSIONS},
+	{"follow", required_argument, NULL, OPT_FOLLOW},
+	{"max-input", required_argument, NULL, OPT_MAX_INPUT},
+	{"output", required_argument, NULL, 'o'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static int parse_u32(const char *opt, uint32_t *out)
+{
+	uint64_t v;
+	int rc = kvc_parse_u64(CMD, opt, optarg, 0, UINT32_MAX, &v);
+
+	if (rc == 0)
+		*out = (uint32_t)v;
+	return rc;
+}
+
+static int parse_opt(struct kvfs_trace_gen_params *p, const char **out,
+		     int c, char **argv)
+{
+	switch (c) {
+	case 'n':
+		return kvc_parse_u64(CMD, "--requests", optarg, 0, UINT64_MAX,
+				     &p->requests);
+	case 'r':
+		return kvc_parse_double(CMD, "--rate", optarg, 0, false, 1e9,
+					&p->rate);
+	case OPT_SEED:
+		return kvc_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
+				     &p->seed);
+	case OPT_SYS:
+		return parse_u32("--sys-prompts", &p->sys_prompts);
+	case OPT_SKEW:
+		return kvc_parse_double(CMD, "--skew", optarg, 0, true, 100,
+					&p->skew);
+	case OPT_SYS_MIN:
+		return parse_u32("--sys-min", &p->sys_min);
+	case OPT_SYS_MAX:
+		return parse_u32("--sys-max", &p->sys_max);
+	case OPT_USER_MIN:
+		return parse_u32("--user-min", &p->user_min);
+	case OPT_USER_MAX:
+		return parse_u32("--user-max", &p->user_max);
+	case OPT_OUT_MIN:
+		return parse_u32("--out-min", &p->out_min);
+	case OPT_OUT_MAX:
+		return parse_u32("--out-max", &p->out_max);
+	case OPT_SESSIONS:
+		return parse_u32("--sessions", &p->sessions);
+	case OPT_FOLLOW:
+		return kvc_parse_double(CMD, "--follow", optarg, 0, true, 1,
+					&p->follow);
+	case OPT_MAX_INPUT:
+		return kvc_parse_u64(CMD, "--max-input", optarg, 1, UINT64_MAX,
+				     &p->max_input);
+	case 'o':
+		*out = optarg;
+		return 0;
+	}
+	kvc_bad_option(CMD, c, argv);
+	return -EINVAL;
+}
+
+static int write_trace(const char *out, const struct kvfs_trace_gen_params *p)
+{
+	FILE *f = out ? fopen(out, "we") : stdout;
+	int rc;
+
+	if (!f) {
+		kvc_fail(CMD, -errno, "%s", out);
+		return KVC_EXIT_FAIL;
+	}
+	rc = kvfs_trace_gen(f, p);
+	if (out && fclose(f) && rc == 0)
+		rc = -errno;
+	else if (!out && fflush(f) && rc == 0)
+		rc = -EIO;
+	if (rc < 0) {
+		kvc_fail(CMD, rc, "writing %s", out ? out : "standard output");
+		return KVC_EXIT_FAIL;
+	}
+	return KVC_EXIT_OK;
+}
+
+int kvc_gen_main(int argc, char **argv)
+{
+	struct kvfs_trace_gen_params p;
+	const char *out = NULL, *why;
+	int c;
+
+	kvfs_trace_gen_defaults(&p);
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":n:r:o:h", gen_opts, NULL)) !=
+	       -1) {
+		if (c == 'h') {
+			kvc_gen_usage(stdout);
+			return KVC_EXIT_OK;
+		}
+		if (parse_opt(&p, &out, c, argv) < 0)
+			return KVC_EXIT_USAGE;
+	}
+	if (optind < argc)
+		return kvc_usage_error(CMD, "unexpected argument '%s'",
+				       argv[optind]);
+	why = kvfs_trace_gen_check(&p);
+	if (why)
+		return kvc_usage_error(CMD, "%s", why);
+	return write_trace(out, &p);
+}

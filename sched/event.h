@@ -1,0 +1,128 @@
+/*
+ * event.h - block events, kvfsd -> conductor: wire format v1, encoder,
+ * streaming decoder, and applying events to a scheduler.
+ *
+ * Each kvfsd keeps one stream (a TCP connection, later) to the conductor
+ * and sends a frame whenever blocks are sealed or evicted (batched: one
+ * frame may carry up to SCHED_EV_MAX_RECORDS records of one namespace).
+ * kvconductor(8) documents the same format; kvfs(7) points there.
+ *
+ * FRAME (all integers little-endian):
+ *
+ *   offset  size         field
+ *   0       4            magic "KVEV" (4b 56 45 56)
+ *   4       1            version, 1
+ *   5       1            flags, 0 (anything else: the frame is refused)
+ *   6       2            node id of the sender
+ *   8       8            seq: frames sent on this stream before this one
+ *   16      4            count of records, 0..65536
+ *   20      1            ns_len, 1..255
+ *   21      3            reserved, 0
+ *   24      ns_len       namespace name (kvfs(7) rules, no NUL)
+ *   24+ns   33 * count   records: op (1 byte) and block hash (32 bytes)
+ *   end     4            CRC-32C of every byte before it
+ *
+ * RECORD ops:
+ *
+ *   1 INSERT  the node sealed (or fetched) the block and holds it
+ *   2 EVICT   the node dropped it
+ *   3 RESET   the node holds nothing any more, in any namespace (its
+ *             hash must be all zero); sent first on every new stream,
+ *             followed by an INSERT of every block it holds (a resync)
+ *
+ * STREAM rules: seq starts at 0 and grows by one per frame; the node id
+ * never changes within a stream.  A frame that breaks a rule or fails its
+ * checks ends the stream (the decoder refuses everything after it); the
+ * conductor then forgets the node's blocks and waits for a new stream,
+ * whose RESET and INSERTs rebuild them.  Events are hints: a lost or
+ * stale one makes a prefill slower, never wrong (locality.h).
+ */
+#ifndef KVFS_SCHED_EVENT_H
+#define KVFS_SCHED_EVENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash.h"
+
+#define SCHED_EV_MAGIC "KVEV"
+#define SCHED_EV_VERSION 1
+#define SCHED_EV_HDR 24
+#define SCHED_EV_REC 33
+#define SCHED_EV_CRC 4
+#define SCHED_EV_MAX_RECORDS 65536u
+
+enum sched_ev_op {
+	SCHED_EV_INSERT = 1,
+	SCHED_EV_EVICT = 2,
+	SCHED_EV_RESET = 3,
+};
+
+struct sched_ev_rec {
+	uint8_t op;
+	uint8_t hash[KVFS_HASH_LEN];
+};
+
+/* one decoded record, valid during the callback only */
+struct sched_ev {
+	enum sched_ev_op op;
+	uint16_t node;
+	uint64_t seq;		/* of its frame */
+	const char *ns;		/* ns_len bytes, not NUL-terminated */
+	uint8_t ns_len;
+	const uint8_t *hash;	/* KVFS_HASH_LEN bytes */
+};
+
+/* bytes of a frame of count records in a namespace of ns_len bytes */
+static inline size_t sched_ev_frame_size(size_t ns_len, uint32_t count)
+{
+	return SCHED_EV_HDR + ns_len + (size_t)count * SCHED_EV_REC +
+	       SCHED_EV_CRC;
+}
+
+/*
+ * Write one frame into buf (cap bytes).  Returns its size, -ENOSPC when
+ * cap is short, -EINVAL for an invalid namespace, too many records, an
+ * unknown op or a RESET with a non-zero hash.
+ */
+long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
+		     const char *ns, const struct sched_ev_rec *recs,
+		     uint32_t count);
+
+/* called for every record of every valid frame, in order; a negative
+ * return stops the feed and is returned by sched_ev_feed */
+typedef int (*sched_ev_fn)(void *arg, const struct sched_ev *ev);
+
+struct sched_ev_decoder {
+	uint8_t *buf;		/* bytes of a frame not complete yet */
+	size_t len, cap;
+	bool started;		/* a frame was accepted: node and seq set */
+	uint16_t node;
+	uint64_t next_seq;
+	int err;		/* sticky: the stream is over */
+	uint64_t frames, records;
+};
+
+void sched_ev_decoder_init(struct sched_ev_decoder *d);
+void sched_ev_decoder_release(struct sched_ev_decoder *d);
+
+/*
+ * Feed the next len bytes of a stream, cut anywhere.  Complete frames are
+ * checked whole before any of their records reaches fn, so a bad frame
+ * applies nothing.  Returns 0, or (sticky) -EBADMSG (bad magic, CRC,
+ * flags, reserved bytes, op, count, namespace), -EPROTONOSUPPORT (another
+ * version), -EPROTO (seq out of order, node changed), -ENOMEM, or what fn
+ * returned.
+ */
+int sched_ev_feed(struct sched_ev_decoder *d, const void *data, size_t len,
+		  sched_ev_fn fn, void *arg);
+
+struct sched;
+
+/* an sched_ev_fn applying events to the struct sched *arg: INSERT and
+ * EVICT by sched_key_from_hash, RESET with sched_node_reset; -EINVAL for
+ * a node the scheduler does not have */
+int sched_ev_apply(void *sched, const struct sched_ev *ev);
+
+#endif /* KVFS_SCHED_EVENT_H */

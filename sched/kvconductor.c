@@ -1,0 +1,127 @@
+/*
+ * kvconductor.c - the kvconductor program: the subcommand table.
+ *
+ * kvconductor(8) documents the interface; cli.h what the subcommands
+ * share.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "log.h"
+
+struct kvc_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	void (*usage)(FILE *f);
+	const char *summary;
+};
+
+static int cmd_help(int argc, char **argv);
+
+static const struct kvc_cmd kvc_cmds[] = {
+    {
+	.name = "replay",
+	.fn = kvc_replay_main,
+	.usage = kvc_replay_usage,
+	.summary = "replay a trace through the scheduler, per policy",
+    },
+    {
+	.name = "gen-trace",
+	.fn = kvc_gen_main,
+	.usage = kvc_gen_usage,
+	.summary = "write a synthetic Mooncake-format trace",
+    },
+    {
+	.name = "fit",
+	.fn = kvc_fit_main,
+	.usage = kvc_fit_usage,
+	.summary = "fit the prefill cost model to measured times",
+    },
+    {
+	.name = "bench",
+	.fn = kvc_bench_main,
+	.usage = kvc_bench_usage,
+	.summary = "scheduling decisions/s beside a naive scan",
+    },
+    {
+	.name = "serve",
+	.fn = kvc_serve_main,
+	.usage = kvc_serve_usage,
+	.summary = "the conductor daemon: HTTP scheduling, block events",
+    },
+    {
+	.name = "help",
+	.fn = cmd_help,
+	.usage = NULL,
+	.summary = "this text, or a subcommand's (help CMD)",
+    },
+};
+
+#define KVC_NCMDS (sizeof(kvc_cmds) / sizeof(kvc_cmds[0]))
+
+static const struct kvc_cmd *find_cmd(const char *name)
+{
+	for (size_t i = 0; i < KVC_NCMDS; i++)
+		if (!strcmp(kvc_cmds[i].name, name))
+			return &kvc_cmds[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: kvconductor COMMAND [OPTIONS]\n"
+	      "       kvconductor --help | --version\n"
+	      "\n"
+	      "The kvfs conductor: KVCache-centric scheduling of prefill and\n"
+	      "decode instances.  Commands:\n",
+	      f);
+	for (size_t i = 0; i < KVC_NCMDS; i++)
+		fprintf(f, "  %-10s %s\n", kvc_cmds[i].name,
+			kvc_cmds[i].summary);
+	fputs("\nSee kvconductor(8).\n", f);
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	const struct kvc_cmd *c;
+
+	if (argc < 2) {
+		usage(stdout);
+		return KVC_EXIT_OK;
+	}
+	c = find_cmd(argv[1]);
+	if (!c || !c->usage)
+		return kvc_usage_error("help", "no command '%s'", argv[1]);
+	c->usage(stdout);
+	return KVC_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const struct kvc_cmd *c;
+
+	kvfs_log_init("kvconductor", KVFS_LOG_WARN);
+	if (argc < 2) {
+		usage(stderr);
+		return KVC_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return KVC_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("kvconductor (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+		return KVC_EXIT_OK;
+	}
+	c = find_cmd(argv[1]);
+	if (!c) {
+		fprintf(stderr, "kvconductor: no command '%s' (try "
+				"'kvconductor --help')\n",
+			argv[1]);
+		return KVC_EXIT_USAGE;
+	}
+	return c->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,645 @@
+/*
+ * serve_http.c - `kvconductor serve`'s HTTP front end: libmicrohttpd, one
+ * thread per connection, JSON bodies parsed by json-c (serve_int.h).
+ *
+ * A body is collected whole (at most max_body bytes) before its handler
+ * runs; a longer one is read and dropped, so the client gets its 413
+ * instead of a reset, while the connection timeout bounds a slow sender.
+ * Routing is a table of (path, method, handler): a known path with
+ * another method is 405, any other path 404.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve_int.h"
+
+#define HTTP_TIMEOUT_S 10
+#define JSON_DEPTH 16
+
+enum {
+	ST_OK = 200,
+	ST_BAD = 400,
+	ST_NOT_FOUND = 404,
+	ST_METHOD = 405,
+	ST_CONFLICT = 409,
+	ST_TOO_LARGE = 413,
+	ST_TOO_MANY = 429,
+	ST_INTERNAL = 500,
+	ST_UNAVAILABLE = 503,
+};
+
+struct srv_http {
+	struct srv *srv;
+	struct MHD_Daemon *d;
+};
+
+struct body {
+	char *buf;
+	size_t len, cap;
+	bool too_big;
+};
+
+/* ---- answers ----------------------------------------------------------- */
+
+static void answer_error(struct srv_answer *a, unsigned status,
+			 const char *msg, const char *reason)
+{
+	a->status = status;
+	a->json = json_object_new_object();
+	if (!a->json)
+		return;
+	json_object_object_add(a->json, "error", json_object_new_string(msg));
+	if (reason)
+		json_object_object_add(a->json, "reason",
+				       json_object_new_string(reason));
+}
+
+static enum MHD_Result send_answer(struct MHD_Connection *conn,
+				   struct srv_answer *a, const char *allow)
+{
+	struct MHD_Response *r;
+	const char *body, *type = "text/plain; version=0.0.4";
+	enum MHD_Result rc;
+	size_t len;
+
+	if (a->json) {
+		body = json_object_to_json_string_ext(a->json,
+						      JSON_C_TO_STRING_PLAIN);
+		len = strlen(body);
+		type = "application/json";
+	} else if (a->text) {
+		body = a->text;
+		len = a->len;
+	} else {
+		/* out of memory making the answer: an empty 500 */
+		a->status = ST_INTERNAL;
+		body = "";
+		len = 0;
+	}
+	r = MHD_create_response_from_buffer(len, (void *)body,
+					    MHD_RESPMEM_MUST_COPY);
+	json_object_put(a->json);
+	free(a->text);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	if (allow)
+		MHD_add_response_header(r, "Allow", allow);
+	rc = MHD_queue_response(conn, a->status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* ---- request fields ---------------------------------------------------- */
+
+static struct json_object *parse_json(const struct body *b, const char **msg)
+{
+	struct json_tokener *tok = json_tokener_new_ex(JSON_DEPTH);
+	struct json_object *o;
+	size_t end;
+
+	*msg = "out of memory";
+	if (!tok)
+		return NULL;
+	o = json_tokener_parse_ex(tok, b->buf ? b->buf : "", (int)b->len);
+	end = json_tokener_get_parse_end(tok);
+	if (!o || json_tokener_get_error(tok) != json_tokener_success) {
+		*msg = "body is not JSON";
+		goto out_put;
+	}
+	/* one value and nothing after it but white space */
+	if (strspn(b->buf + end, " \t\r\n") != b->len - end) {
+		*msg = "body has bytes after its JSON value";
+		goto out_put;
+	}
+	if (!json_object_is_type(o, json_type_object)) {
+		*msg = "body is not a JSON object";
+		goto out_put;
+	}
+	json_tokener_free(tok);
+	return o;
+
+out_put:
+	json_object_put(o);
+	json_tokener_free(tok);
+	return NULL;
+}
+
+/* a whole number min..max; -ENOENT when absent, -EINVAL when not one */
+static int get_u64(struct json_object *o, const char *key, uint64_t min,
+		   uint64_t max, uint64_t *out)
+{
+	struct json_object *v;
+	uint64_t x;
+
+	if (!json_object_object_get_ex(o, key, &v))
+		return -ENOENT;
+	if (!json_object_is_type(v, json_type_int) ||
+	    json_object_get_int64(v) < 0)
+		return -EINVAL;
+	x = json_object_get_uint64(v);
+	if (x < min || x > max)
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
+static struct json_object *get_array(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) ||
+	    !json_object_is_type(v, json_type_array))
+		return NULL;
+	return v;
+}
+
+/* ---- POST /v1/instances ------------------------------------------------- */
+
+/* [{"node": N}, ...] -> nodes; 0, or -EINVAL with *msg */
+static int parse_nodes(struct json_object *arr, uint32_t *nodes, uint32_t *n,
+		       const char **msg)
+{
+	size_t len = arr ? json_object_array_length(arr) : 0;
+	uint64_t node;
+
+	*msg = "prefill and decode: arrays of 1..256 {\"node\": 0..65535}";
+	if (!len || len > SCHED_MAX_INSTANCES)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		struct json_object *e = json_object_array_get_idx(arr, i);
+
+		if (!json_object_is_type(e, json_type_object) ||
+		    get_u64(e, "node", 0, UINT16_MAX, &node) < 0)
+			return -EINVAL;
+		nodes[i] = (uint32_t)node;
+	}
+	*n = (uint32_t)len;
+	return 0;
+}
+
+static void instances_error(struct srv_answer *a, int rc)
+{
+	if (rc == -EEXIST)
+		answer_error(a, ST_CONFLICT, "instances are set", NULL);
+	else if (rc == -ENOMEM)
+		answer_error(a, ST_INTERNAL, "out of memory", NULL);
+	else
+		answer_error(a, ST_BAD, "instances refused by the scheduler",
+			     NULL);
+}
+
+static void h_instances(struct srv *srv, struct json_object *o,
+			struct srv_answer *a)
+{
+	uint32_t pf[SCHED_MAX_INSTANCES], dc[SCHED_MAX_INSTANCES], np, nd;
+	const char *msg;
+	int rc;
+
+	if (parse_nodes(get_array(o, "prefill"), pf, &np, &msg) < 0 ||
+	    parse_nodes(get_array(o, "decode"), dc, &nd, &msg) < 0) {
+		answer_error(a, ST_BAD, msg, NULL);
+		return;
+	}
+	rc = srv_set_instances(srv, np, pf, nd, dc);
+	if (rc < 0) {
+		instances_error(a, rc);
+		return;
+	}
+	a->status = ST_OK;
+	a->json = json_object_new_object();
+	if (a->json) {
+		json_object_object_add(a->json, "prefill",
+				       json_object_new_int64(np));
+		json_object_object_add(a->json, "decode",
+				       json_object_new_int64(nd));
+	}
+}
+
+/* ---- POST /v1/schedule --------------------------------------------------- */
+
+struct sched_body {
+	uint64_t *keys;
+	uint32_t nkeys;
+	uint64_t input, output;
+};
+
+static int keys_from_hashes(struct json_object *arr, struct sched_body *q)
+{
+	uint8_t h[KVFS_HASH_LEN];
+
+	for (uint32_t i = 0; i < q->nkeys; i++) {
+		struct json_object *e = json_object_array_get_idx(arr, i);
+
+		if (!json_object_is_type(e, json_type_string) ||
+		    kvfs_hash_from_hex(json_object_get_string(e), h) < 0)
+			return -EINVAL;
+		q->keys[i] = sched_key_from_hash(h);
+	}
+	return 0;
+}
+
+static int keys_from_ints(struct json_object *arr, struct sched_body *q)
+{
+	for (uint32_t i = 0; i < q->nkeys; i++) {
+		struct json_object *e = json_object_array_get_idx(arr, i);
+
+		if (!json_object_is_type(e, json_type_int) ||
+		    json_object_get_int64(e) < 0)
+			return -EINVAL;
+		q->keys[i] = json_object_get_uint64(e);
+	}
+	return 0;
+}
+
+/* the prompt's block keys: "hashes" (64 hex each) or "block_keys" */
+static int parse_keys(struct json_object *o, struct sched_body *q,
+		      const char **msg)
+{
+	struct json_object *h = get_array(o, "hashes");
+	struct json_object *k = get_array(o, "block_keys");
+	struct json_object *arr = h ? h : k;
+	size_t len;
+
+	*msg = "give one of hashes (64 lowercase hex each) or block_keys "
+	       "(whole numbers), at most 65536";
+	if ((h && k) || !arr)
+		return -EINVAL;
+	len = json_object_array_length(arr);
+	if (len > SRV_MAX_KEYS)
+		return -EINVAL;
+	q->nkeys = (uint32_t)len;
+	q->keys = calloc(len ? len : 1, sizeof(*q->keys));
+	if (!q->keys) {
+		*msg = "out of memory";
+		return -ENOMEM;
+	}
+	return h ? keys_from_hashes(arr, q) : keys_from_ints(arr, q);
+}
+
+static int parse_schedule(struct json_object *o, uint32_t block_tokens,
+			  struct sched_body *q, const char **msg)
+{
+	struct json_object *ns;
+	int rc;
+
+	if (json_object_object_get_ex(o, "namespace", &ns) &&
+	    (!json_object_is_type(ns, json_type_string) ||
+	     kvfs_ns_valid(json_object_get_string(ns)) < 0)) {
+		*msg = "namespace: not a kvfs namespace name";
+		return -EINVAL;
+	}
+	rc = parse_keys(o, q, msg);
+	if (rc < 0)
+		return rc;
+	if (get_u64(o, "input_length", 1, UINT32_MAX, &q->input) < 0 ||
+	    q->input < (uint64_t)q->nkeys * block_tokens) {
+		*msg = "input_length: a whole number >= blocks * block_tokens";
+		return -EINVAL;
+	}
+	if (get_u64(o, "output_length", 1, UINT32_MAX, &q->output) < 0) {
+		*msg = "output_length: a whole number >= 1";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void decision_json(const struct sched_decision *d,
+			  struct srv_answer *a)
+{
+	struct json_object *j = json_object_new_object();
+
+	a->status = ST_OK;
+	a->json = j;
+	if (!j)
+		return;
+	json_object_object_add(j, "id", json_object_new_uint64(d->id));
+	json_object_object_add(j, "prefill", json_object_new_int64(d->prefill));
+	json_object_object_add(j, "decode", json_object_new_int64(d->decode));
+	json_object_object_add(j, "cached_blocks",
+			       json_object_new_int64(d->local_blocks));
+	json_object_object_add(j, "transfer_blocks",
+			       json_object_new_int64(d->xfer_blocks));
+	json_object_object_add(j, "reuse_blocks",
+			       json_object_new_int64(d->reuse_blocks));
+	json_object_object_add(j, "src_node",
+			       d->src_node == SCHED_NO_NODE
+				       ? NULL
+				       : json_object_new_int64(d->src_node));
+	json_object_object_add(j, "est_queue_s",
+			       json_object_new_double(d->est_queue));
+	json_object_object_add(j, "est_ttft_s",
+			       json_object_new_double(d->est_ttft));
+	json_object_object_add(j, "est_tbt_s",
+			       json_object_new_double(d->est_tbt));
+}
+
+/* under the lock: decide, count */
+static int schedule_locked(struct srv *srv, const struct sched_body *q,
+			   struct sched_decision *d)
+{
+	struct sched_req r = {.keys = q->keys, .nkeys = q->nkeys,
+			      .input_tokens = q->input,
+			      .output_tokens = q->output};
+	int rc;
+
+	if (!srv->s)
+		return -EAGAIN;
+	rc = sched_schedule(srv->s, &r, srv_now(srv), d);
+	if (rc == 0)
+		srv->c.requests++;
+	return rc;
+}
+
+static void h_schedule(struct srv *srv, struct json_object *o,
+		       struct srv_answer *a)
+{
+	struct sched_body q = {0};
+	struct sched_decision d;
+	const char *msg;
+	int rc;
+
+	rc = parse_schedule(o, srv->cfg.cost.block_tokens, &q, &msg);
+	if (rc < 0) {
+		answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD, msg,
+			     NULL);
+		goto out_free;
+	}
+	pthread_mutex_lock(&srv->lock);
+	rc = schedule_locked(srv, &q, &d);
+	pthread_mutex_unlock(&srv->lock);
+	if (rc == -EAGAIN)
+		answer_error(a, ST_UNAVAILABLE, "no instances yet", NULL);
+	else if (rc < 0)
+		answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD,
+			     rc == -ENOMEM ? "out of memory"
+					   : "request refused by the scheduler",
+			     NULL);
+	else if (d.verdict == SCHED_REJECT_TTFT)
+		answer_error(a, ST_TOO_MANY,
+			     "no prefill instance meets the TTFT SLO", "ttft");
+	else if (d.verdict == SCHED_REJECT_TBT)
+		answer_error(a, ST_TOO_MANY,
+			     "no decode instance meets the TBT SLO", "tbt");
+	else
+		decision_json(&d, a);
+out_free:
+	free(q.keys);
+}
+
+/* ---- POST /v1/complete --------------------------------------------------- */
+
+static int complete_locked(struct srv *srv, uint64_t id, bool prefill)
+{
+	int rc;
+
+	if (!srv->s)
+		return -ENOENT;
+	if (prefill) {
+		rc = sched_prefill_done(srv->s, id, srv_now(srv));
+		srv->c.prefill_done += rc == 0;
+	} else {
+		rc = sched_complete(srv->s, id, srv_now(srv));
+		srv->c.completed += rc == 0;
+	}
+	return rc;
+}
+
+static void h_complete(struct srv *srv, struct json_object *o,
+		       struct srv_answer *a)
+{
+	struct json_object *ph;
+	const char *phase = "decode";
+	uint64_t id;
+	int rc;
+
+	if (get_u64(o, "id", 1, UINT64_MAX, &id) < 0) {
+		answer_error(a, ST_BAD, "id: a whole number from /v1/schedule",
+			     NULL);
+		return;
+	}
+	if (json_object_object_get_ex(o, "phase", &ph))
+		phase = json_object_is_type(ph, json_type_string)
+				? json_object_get_string(ph) : "";
+	if (strcmp(phase, "prefill") && strcmp(phase, "decode")) {
+		answer_error(a, ST_BAD, "phase: prefill or decode", NULL);
+		return;
+	}
+	pthread_mutex_lock(&srv->lock);
+	rc = complete_locked(srv, id, !strcmp(phase, "prefill"));
+	pthread_mutex_unlock(&srv->lock);
+	if (rc == -EALREADY) {
+		answer_error(a, ST_CONFLICT, "prefill reported before", NULL);
+		return;
+	}
+	if (rc < 0) {
+		answer_error(a, ST_NOT_FOUND, "no such request", NULL);
+		return;
+	}
+	a->status = ST_OK;
+	a->json = json_object_new_object();
+	if (a->json) {
+		json_object_object_add(a->json, "id",
+				       json_object_new_uint64(id));
+		json_object_object_add(a->json, "phase",
+				       json_object_new_string(phase));
+	}
+}
+
+/* ---- routing ------------------------------------------------------------- */
+
+struct route {
+	const char *path;
+	const char *method;
+	/* POST: o is the parsed body; GET: NULL */
+	void (*fn)(struct srv *srv, struct json_object *o,
+		   struct srv_answer *a);
+};
+
+static void h_stats(struct srv *srv, struct json_object *o,
+		    struct srv_answer *a)
+{
+	srv_stats_json(srv, a);
+}
+
+static void h_metrics(struct srv *srv, struct json_object *o,
+		      struct srv_answer *a)
+{
+	srv_metrics(srv, a);
+}
+
+static const struct route routes[] = {
+	{"/v1/instances", "POST", h_instances},
+	{"/v1/schedule", "POST", h_schedule},
+	{"/v1/complete", "POST", h_complete},
+	{"/v1/stats", "GET", h_stats},
+	{"/metrics", "GET", h_metrics},
+};
+
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+static const struct route *route_find(const char *path)
+{
+	for (size_t i = 0; i < NROUTES; i++)
+		if (!strcmp(routes[i].path, path))
+			return &routes[i];
+	return NULL;
+}
+
+static void dispatch(struct srv *srv, const struct route *rt,
+		     const struct body *b, struct srv_answer *a)
+{
+	struct json_object *o = NULL;
+	const char *msg;
+
+	if (!strcmp(rt->method, "POST")) {
+		o = parse_json(b, &msg);
+		if (!o) {
+			answer_error(a, ST_BAD, msg, NULL);
+			return;
+		}
+	}
+	rt->fn(srv, o, a);
+	json_object_put(o);
+}
+
+/* ---- libmicrohttpd ------------------------------------------------------ */
+
+/* 0, or -EFBIG: the body goes past max_body and is dropped */
+static int body_add(struct body *b, const char *data, size_t len,
+		    size_t max)
+{
+	if (b->too_big || len > max - b->len) {
+		b->too_big = true;
+		return -EFBIG;
+	}
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *p;
+
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		p = realloc(b->buf, cap);
+		if (!p)
+			return -ENOMEM;
+		b->buf = p;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, data, len);
+	b->len += len;
+	b->buf[b->len] = 0;	/* for strspn after the JSON value */
+	return 0;
+}
+
+static struct body *body_new(struct MHD_Connection *conn, size_t max)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     "Content-Length");
+	struct body *b = calloc(1, sizeof(*b));
+
+	/* told up front: drop it without growing a buffer */
+	if (b && cl && strtoull(cl, NULL, 10) > max)
+		b->too_big = true;
+	return b;
+}
+
+static enum MHD_Result respond(struct srv *srv, struct MHD_Connection *conn,
+			       const char *url, const char *method,
+			       struct body *b)
+{
+	const struct route *rt = route_find(url);
+	struct srv_answer a = {0};
+	const char *allow = NULL;
+
+	if (!rt) {
+		answer_error(&a, ST_NOT_FOUND, "no such path", NULL);
+	} else if (strcmp(rt->method, method)) {
+		answer_error(&a, ST_METHOD, "method not allowed", NULL);
+		allow = rt->method;
+	} else if (b->too_big) {
+		answer_error(&a, ST_TOO_LARGE, "body too large", NULL);
+	} else {
+		dispatch(srv, rt, b, &a);
+	}
+	if (a.status >= 400) {
+		pthread_mutex_lock(&srv->lock);
+		srv->c.bad++;
+		pthread_mutex_unlock(&srv->lock);
+	}
+	return send_answer(conn, &a, allow);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+				  const char *url, const char *method,
+				  const char *version, const char *data,
+				  size_t *data_len, void **con_cls)
+{
+	struct srv *srv = cls;
+	struct body *b = *con_cls;
+
+	if (!b) {
+		b = body_new(conn, srv->max_body);
+		if (!b)
+			return MHD_NO;
+		*con_cls = b;
+		return MHD_YES;
+	}
+	if (*data_len) {
+		if (body_add(b, data, *data_len, srv->max_body) == -ENOMEM)
+			return MHD_NO;
+		*data_len = 0;
+		return MHD_YES;
+	}
+	return respond(srv, conn, url, method, b);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+			 void **con_cls, enum MHD_RequestTerminationCode t)
+{
+	struct body *b = *con_cls;
+
+	if (b) {
+		free(b->buf);
+		free(b);
+		*con_cls = NULL;
+	}
+}
+
+int srv_http_start(struct srv *srv, int fd, struct srv_http **out)
+{
+	struct srv_http *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->srv = srv;
+	h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
+					MHD_USE_INTERNAL_POLLING_THREAD,
+				0, NULL, NULL, on_request, srv,
+				MHD_OPTION_LISTEN_SOCKET, fd,
+				MHD_OPTION_CONNECTION_LIMIT,
+				(unsigned)SRV_MAX_HTTP_CONNS,
+				MHD_OPTION_CONNECTION_TIMEOUT,
+				(unsigned)HTTP_TIMEOUT_S,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+				NULL, MHD_OPTION_END);
+	if (!h->d) {
+		free(h);
+		return -EIO;
+	}
+	*out = h;
+	return 0;
+}
+
+void srv_http_stop(struct srv_http *h)
+{
+	if (!h)
+		return;
+	/* closes the listening socket too */
+	MHD_stop_daemon(h->d);
+	free(h);
+}

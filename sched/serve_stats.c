@@ -1,0 +1,223 @@
+/*
+ * serve_stats.c - `kvconductor serve`'s GET /v1/stats (JSON) and GET
+ * /metrics (Prometheus text exposition format 0.0.4).
+ *
+ * Both copy a snapshot out under the lock and format it after, so a
+ * scrape holds up scheduling for a copy only.
+ */
+#include "config.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "serve_int.h"
+
+struct snap {
+	double now;
+	bool set;
+	struct srv_counters c;
+	struct sched_load load;
+	uint64_t blocks;
+	uint32_t np, nd;
+	struct {
+		uint32_t node;
+		uint64_t node_blocks;
+		double queue;		/* prefill: est wait, s */
+		uint32_t batch;		/* decode: requests decoding */
+	} pf[SCHED_MAX_INSTANCES], dc[SCHED_MAX_INSTANCES];
+};
+
+static void snap_locked(struct srv *srv, struct snap *sn)
+{
+	sn->now = srv_now(srv);
+	sn->set = srv->s != NULL;
+	sn->c = srv->c;
+	sn->np = srv->nprefill;
+	sn->nd = srv->ndecode;
+	if (!srv->s)
+		return;
+	sched_get_load(srv->s, &sn->load);
+	sn->blocks = sched_blocks(srv->s);
+	for (uint32_t i = 0; i < sn->np; i++) {
+		sn->pf[i].node = srv->pf_node[i];
+		sn->pf[i].node_blocks = sched_node_blocks(srv->s,
+							  srv->pf_node[i]);
+		sn->pf[i].queue = sched_prefill_queue(srv->s, i, sn->now);
+	}
+	for (uint32_t j = 0; j < sn->nd; j++) {
+		sn->dc[j].node = srv->dc_node[j];
+		sn->dc[j].node_blocks = sched_node_blocks(srv->s,
+							  srv->dc_node[j]);
+		sn->dc[j].batch = sched_decode_batch(srv->s, j);
+	}
+}
+
+static struct snap *snap_take(struct srv *srv)
+{
+	struct snap *sn = calloc(1, sizeof(*sn));
+
+	if (!sn)
+		return NULL;
+	pthread_mutex_lock(&srv->lock);
+	snap_locked(srv, sn);
+	pthread_mutex_unlock(&srv->lock);
+	return sn;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void add_u64(struct json_object *o, const char *k, uint64_t v)
+{
+	json_object_object_add(o, k, json_object_new_uint64(v));
+}
+
+static struct json_object *instances_json(const struct snap *sn, bool pf)
+{
+	struct json_object *arr = json_object_new_array();
+	uint32_t n = pf ? sn->np : sn->nd;
+
+	for (uint32_t i = 0; arr && i < n; i++) {
+		struct json_object *e = json_object_new_object();
+
+		if (!e)
+			break;
+		add_u64(e, "node", pf ? sn->pf[i].node : sn->dc[i].node);
+		add_u64(e, "node_blocks", pf ? sn->pf[i].node_blocks
+					     : sn->dc[i].node_blocks);
+		if (pf)
+			json_object_object_add(e, "queue_s",
+				json_object_new_double(sn->pf[i].queue));
+		else
+			add_u64(e, "batch", sn->dc[i].batch);
+		json_object_array_add(arr, e);
+	}
+	return arr;
+}
+
+static void stats_fill(struct json_object *o, const struct snap *sn)
+{
+	struct json_object *rej = json_object_new_object(), *ev;
+
+	json_object_object_add(o, "uptime_s", json_object_new_double(sn->now));
+	json_object_object_add(o, "instances_set",
+			       json_object_new_boolean(sn->set));
+	add_u64(o, "requests", sn->c.requests);
+	add_u64(o, "accepted", sn->load.accepted);
+	if (rej) {
+		add_u64(rej, "ttft", sn->load.rejected_ttft);
+		add_u64(rej, "tbt", sn->load.rejected_tbt);
+		json_object_object_add(o, "rejected", rej);
+	}
+	add_u64(o, "live", sn->load.live);
+	add_u64(o, "prefill_done", sn->c.prefill_done);
+	add_u64(o, "completed", sn->c.completed);
+	add_u64(o, "bad_requests", sn->c.bad);
+	add_u64(o, "blocks_indexed", sn->blocks);
+	ev = json_object_new_object();
+	if (ev) {
+		add_u64(ev, "streams", sn->c.ev_conns);
+		add_u64(ev, "frames", sn->c.ev_frames);
+		add_u64(ev, "records", sn->c.ev_records);
+		add_u64(ev, "errors", sn->c.ev_errors);
+		json_object_object_add(o, "events", ev);
+	}
+	json_object_object_add(o, "prefill", instances_json(sn, true));
+	json_object_object_add(o, "decode", instances_json(sn, false));
+}
+
+void srv_stats_json(struct srv *srv, struct srv_answer *a)
+{
+	struct snap *sn = snap_take(srv);
+
+	a->status = 200;
+	if (!sn)
+		return;
+	a->json = json_object_new_object();
+	if (a->json)
+		stats_fill(a->json, sn);
+	free(sn);
+}
+
+/* ---- Prometheus ---------------------------------------------------------- */
+
+static void metric(FILE *f, const char *name, const char *type,
+		   const char *help)
+{
+	fprintf(f, "# HELP kvconductor_%s %s\n# TYPE kvconductor_%s %s\n",
+		name, help, name, type);
+}
+
+static void metrics_counters(FILE *f, const struct snap *sn)
+{
+	metric(f, "requests_total", "counter", "Schedule requests decided.");
+	fprintf(f, "kvconductor_requests_total %llu\n",
+		(unsigned long long)sn->c.requests);
+	metric(f, "accepted_total", "counter", "Requests accepted.");
+	fprintf(f, "kvconductor_accepted_total %llu\n",
+		(unsigned long long)sn->load.accepted);
+	metric(f, "rejected_total", "counter",
+	       "Requests rejected early, by the SLO they would miss.");
+	fprintf(f, "kvconductor_rejected_total{reason=\"ttft\"} %llu\n"
+		   "kvconductor_rejected_total{reason=\"tbt\"} %llu\n",
+		(unsigned long long)sn->load.rejected_ttft,
+		(unsigned long long)sn->load.rejected_tbt);
+	metric(f, "completed_total", "counter", "Requests completed.");
+	fprintf(f, "kvconductor_completed_total %llu\n",
+		(unsigned long long)sn->c.completed);
+	metric(f, "http_errors_total", "counter", "HTTP answers 400 and up.");
+	fprintf(f, "kvconductor_http_errors_total %llu\n",
+		(unsigned long long)sn->c.bad);
+	metric(f, "event_frames_total", "counter", "Block-event frames.");
+	fprintf(f, "kvconductor_event_frames_total %llu\n",
+		(unsigned long long)sn->c.ev_frames);
+	metric(f, "event_records_total", "counter", "Block-event records.");
+	fprintf(f, "kvconductor_event_records_total %llu\n",
+		(unsigned long long)sn->c.ev_records);
+	metric(f, "event_errors_total", "counter",
+	       "Event streams ended by a bad frame.");
+	fprintf(f, "kvconductor_event_errors_total %llu\n",
+		(unsigned long long)sn->c.ev_errors);
+}
+
+static void metrics_gauges(FILE *f, const struct snap *sn)
+{
+	metric(f, "live_requests", "gauge", "Accepted, not completed.");
+	fprintf(f, "kvconductor_live_requests %llu\n",
+		(unsigned long long)sn->load.live);
+	metric(f, "blocks_indexed", "gauge", "Blocks in the locality index.");
+	fprintf(f, "kvconductor_blocks_indexed %llu\n",
+		(unsigned long long)sn->blocks);
+	metric(f, "prefill_queue_seconds", "gauge",
+	       "Estimated queue wait per prefill instance.");
+	for (uint32_t i = 0; i < sn->np; i++)
+		fprintf(f, "kvconductor_prefill_queue_seconds{instance=\"%u\","
+			   "node=\"%u\"} %.9g\n",
+			i, sn->pf[i].node, sn->pf[i].queue);
+	metric(f, "decode_batch", "gauge",
+	       "Requests decoding per decode instance.");
+	for (uint32_t j = 0; j < sn->nd; j++)
+		fprintf(f, "kvconductor_decode_batch{instance=\"%u\","
+			   "node=\"%u\"} %u\n",
+			j, sn->dc[j].node, sn->dc[j].batch);
+}
+
+void srv_metrics(struct srv *srv, struct srv_answer *a)
+{
+	struct snap *sn = snap_take(srv);
+	FILE *f;
+
+	a->status = 200;
+	if (!sn)
+		return;
+	f = open_memstream(&a->text, &a->len);
+	if (f) {
+		metrics_counters(f, sn);
+		metrics_gauges(f, sn);
+		if (fclose(f)) {
+			free(a->text);
+			a->text = NULL;
+		}
+	}
+	free(sn);
+}

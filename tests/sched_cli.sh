@@ -1,0 +1,198 @@
+#!/bin/sh
+# kvconductor's interface: exit codes and one-line errors, every option of
+# every subcommand's help in kvconductor(8) and back, gen-trace (same seed,
+# same bytes) replayed, a malformed trace line named by its number and
+# exit 2 (--skip-bad counts it), fit writing a config replay reads, and a
+# small bench whose naive decisions all match the index's.
+set -eu
+
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+KVC=$top_builddir/sched/kvconductor
+MAN=$top_srcdir/man/kvconductor.8
+
+if [ ! -x "$KVC" ]; then
+	echo "sched_cli: $KVC not built" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched_cli.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1" >&2; fail=1; }
+
+# usage2 ARGS...: exit status 2 and exactly one line on stderr
+usage2() {
+	rc=0
+	"$KVC" "$@" >/dev/null 2>"$tmp/err" || rc=$?
+	if [ $rc = 2 ] && [ "$(grep -c . "$tmp/err")" = 1 ]; then
+		ok "'$*' exits 2 with one line"
+	else
+		bad "'$*' exits 2 with one line (got $rc: $(cat "$tmp/err"))"
+	fi
+}
+
+# ---- usage ------------------------------------------------------------------
+usage2 no-such-command
+usage2 replay
+usage2 replay --trace x --no-such-option
+usage2 replay --trace x --prefill 0
+usage2 replay --trace x --policy fastest
+usage2 replay --trace x --compare --policy load
+usage2 replay --trace x --reject sometimes
+usage2 fit
+usage2 bench --blocks x
+usage2 gen-trace --follow 2
+usage2 help no-such-command
+usage2 serve --prefill 2
+usage2 serve --policy fastest
+usage2 serve --reject sometimes
+usage2 serve --max-body 1
+rc=0
+"$KVC" >/dev/null 2>&1 || rc=$?
+if [ $rc = 2 ]; then ok "no command exits 2"; else bad "no command exits 2"; fi
+if "$KVC" --help | grep -q 'gen-trace' && "$KVC" --version |
+	grep -q '^kvconductor'; then
+	ok "--help and --version"
+else
+	bad "--help and --version"
+fi
+if "$KVC" --help | grep -q '^  serve '; then
+	ok "serve is listed"
+else
+	bad "serve is listed"
+fi
+
+# ---- help and the man page agree ---------------------------------------------
+# long options of `kvconductor help CMD`, and those the man page gives in
+# CMD's subsection (".Ss kvconductor CMD" up to the next .Ss or .Sh)
+help_opts() {
+	"$KVC" help "$1" | grep -o -- '--[a-z][a-z-]*' | grep -v -- '^--help$' |
+		sort -u
+}
+man_opts() {
+	awk -v s=".Ss kvconductor $1" '
+		$0 == s { on = 1; next }
+		on && /^\.S[sh] / { on = 0 }
+		on' "$MAN" | grep -o 'Fl -[a-z][a-z-]*' | sed 's/^Fl /-/' |
+		sort -u
+}
+for cmd in replay gen-trace fit bench serve; do
+	help_opts "$cmd" >"$tmp/help.$cmd"
+	man_opts "$cmd" >"$tmp/man.$cmd"
+	if [ -s "$tmp/help.$cmd" ] && cmp -s "$tmp/help.$cmd" "$tmp/man.$cmd"
+	then
+		ok "help $cmd and kvconductor(8) list the same options"
+	else
+		bad "help $cmd and kvconductor(8) differ: $(diff "$tmp/help.$cmd" \
+			"$tmp/man.$cmd" | grep '^[<>]' | tr '\n' ' ')"
+	fi
+done
+for p in random round-robin load longest-prefix cache-aware \
+	kvcache-centric lookahead; do
+	if "$KVC" help replay | grep -q "^  $p " &&
+		grep -q "^\.It Cm $p\$" "$MAN"; then
+		ok "policy $p in help and kvconductor(8)"
+	else
+		bad "policy $p in help and kvconductor(8)"
+	fi
+done
+
+# ---- gen-trace, replayed ------------------------------------------------------
+"$KVC" gen-trace --requests 300 --rate 20 --seed 3 -o "$tmp/a.jsonl"
+"$KVC" gen-trace --requests 300 --rate 20 --seed 3 >"$tmp/b.jsonl"
+if [ "$(grep -c . "$tmp/a.jsonl")" = 300 ] &&
+	cmp -s "$tmp/a.jsonl" "$tmp/b.jsonl"; then
+	ok "gen-trace: 300 lines, the same for the same seed"
+else
+	bad "gen-trace: 300 lines, the same for the same seed"
+fi
+if "$KVC" replay --trace "$tmp/a.jsonl" --prefill 2 --decode 2 --json \
+	>"$tmp/a.json" 2>"$tmp/err" &&
+	grep -q '"requests":300,' "$tmp/a.json" &&
+	grep -q '"served":300,' "$tmp/a.json"; then
+	ok "a generated trace replays"
+else
+	bad "a generated trace replays: $(cat "$tmp/err")"
+fi
+if "$KVC" replay --trace - --prefill 2 --decode 2 <"$tmp/a.jsonl" |
+	grep -q 'TTFT  *mean'; then
+	ok "replay of standard input prints the table"
+else
+	bad "replay of standard input prints the table"
+fi
+
+# ---- bad input -----------------------------------------------------------------
+{
+	sed -n 1,2p "$tmp/a.jsonl"
+	echo '{"timestamp": 9, "input_length": "many"}'
+	sed -n 3p "$tmp/a.jsonl"
+} >"$tmp/bad.jsonl"
+rc=0
+"$KVC" replay --trace "$tmp/bad.jsonl" >/dev/null 2>"$tmp/err" || rc=$?
+if [ $rc = 2 ] && grep -q 'bad.jsonl:3:' "$tmp/err" &&
+	[ "$(grep -c . "$tmp/err")" = 1 ]; then
+	ok "a malformed line: exit 2, its line number named"
+else
+	bad "a malformed line: exit 2, its line number named ($rc: $(cat "$tmp/err"))"
+fi
+if "$KVC" replay --trace "$tmp/bad.jsonl" --skip-bad --json >"$tmp/s.json" &&
+	grep -q '"requests":3,"skipped":1,' "$tmp/s.json"; then
+	ok "--skip-bad skips and counts it"
+else
+	bad "--skip-bad skips and counts it: $(cat "$tmp/s.json")"
+fi
+
+# ---- fit -> config -> replay -----------------------------------------------------
+{
+	echo "tokens,cached,seconds"
+	awk 'BEGIN { for (i = 1; i <= 40; i++) { n = 1024 * i; c = 512 * (i % 3)
+		printf "%d,%d,%.9f\n", n, c,
+			3e-9 * (n * n - c * c) + 1e-4 * (n - c) + 0.01 } }'
+} >"$tmp/p.csv"
+# conf KEY: its value in p.conf
+conf() { sed -n "s/^$1 *= *\([^ 	]*\).*/\1/p" "$tmp/p.conf"; }
+near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d
+	exit !(d <= 1e-6 * b) }'; }
+if "$KVC" fit "$tmp/p.csv" -o "$tmp/p.conf" >"$tmp/fit.out" &&
+	near "$(conf prefill_quad)" 3e-9 && near "$(conf prefill_lin)" 1e-4 &&
+	near "$(conf prefill_const)" 0.01 &&
+	grep -q '^fit: 40 rows' "$tmp/fit.out"; then
+	ok "fit recovers the coefficients"
+else
+	bad "fit recovers the coefficients: $(cat "$tmp/p.conf")"
+fi
+if "$KVC" replay --trace "$tmp/a.jsonl" --config "$tmp/p.conf" --json \
+	--prefill 2 --decode 2 >/dev/null; then
+	ok "replay reads fit's config"
+else
+	bad "replay reads fit's config"
+fi
+printf 'tokens,cached,seconds\n1000,0,1\n2000,0,2\n3000,x,3\n' >"$tmp/q.csv"
+usage2 fit "$tmp/q.csv"
+if grep -q 'q.csv:4:' "$tmp/err"; then
+	ok "a bad CSV row is named by its line"
+else
+	bad "a bad CSV row is named by its line: $(cat "$tmp/err")"
+fi
+echo 'slo_ttft = soon' >"$tmp/bad.conf"
+usage2 replay --trace "$tmp/a.jsonl" --config "$tmp/bad.conf"
+if grep -q 'bad.conf:1:' "$tmp/err"; then
+	ok "a bad config line is named by its line"
+else
+	bad "a bad config line is named by its line: $(cat "$tmp/err")"
+fi
+
+# ---- a small bench ------------------------------------------------------------------
+if "$KVC" bench --blocks 20000 --prefill 8 --decisions 2000 --naive 50 \
+	--json >"$tmp/bench.json" 2>"$tmp/err" &&
+	grep -q '"naive scan":{"n":50,' "$tmp/bench.json" &&
+	grep -q '"mismatches":0}}' "$tmp/bench.json"; then
+	ok "bench: naive decisions match the index's"
+else
+	bad "bench: naive decisions match the index's: $(cat "$tmp/bench.json" "$tmp/err")"
+fi
+
+exit $fail

@@ -1,0 +1,109 @@
+#!/bin/sh
+# kvconductor replay on the Mooncake synthetic trace, 8 prefill + 8 decode
+# instances: mean TTFT must order random > load > cache-aware >
+# kvcache-centric >= lookahead; under 1.5x the arrival rate lookahead must
+# beat kvcache-centric outright; prediction-based rejection must raise SLO
+# attainment at 2x; one replay must take under 1 s of CPU.
+# SKIP (77) when ../shared/traces is not beside the source tree.
+set -eu
+
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+KVC=$top_builddir/sched/kvconductor
+TRACE=$top_srcdir/../shared/traces/synthetic_trace.jsonl
+
+if [ ! -r "$TRACE" ]; then
+	echo "sched_replay: SKIP: $TRACE not found"
+	exit 77
+fi
+if [ ! -x "$KVC" ]; then
+	echo "sched_replay: $KVC not built" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched_replay.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1" >&2; fail=1; }
+
+# field FILE POLICY KEY: KEY of POLICY's result in a --json line (each
+# result object is flat, so splitting at '{' puts one on a line)
+field() {
+	tr '{' '\n' <"$1" | grep "^\"policy\":\"$2\"" |
+		sed "s/.*\"$3\":\([-0-9.eE+]*\).*/\1/"
+}
+
+# lt A B: A < B as numbers
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+
+replay() {
+	out=$1
+	shift
+	if ! "$KVC" replay --trace "$TRACE" --prefill 8 --decode 8 --json \
+		"$@" >"$out" 2>"$out.err"; then
+		bad "replay $*: $(cat "$out.err")"
+		return 1
+	fi
+}
+
+# ---- the order of the paper's Figure 5 -------------------------------------
+if replay "$tmp/cmp.json" --compare; then
+	r=$(field "$tmp/cmp.json" random ttft_mean)
+	l=$(field "$tmp/cmp.json" load ttft_mean)
+	c=$(field "$tmp/cmp.json" cache-aware ttft_mean)
+	k=$(field "$tmp/cmp.json" kvcache-centric ttft_mean)
+	o=$(field "$tmp/cmp.json" lookahead ttft_mean)
+	echo "     mean TTFT: random $r, load $l, cache-aware $c," \
+		"kvcache-centric $k, lookahead $o"
+	if lt "$l" "$r" && lt "$c" "$l" && lt "$k" "$c"; then
+		ok "random > load > cache-aware > kvcache-centric"
+	else
+		bad "random > load > cache-aware > kvcache-centric"
+	fi
+	if ! lt "$k" "$o"; then
+		ok "lookahead at or below kvcache-centric"
+	else
+		bad "lookahead at or below kvcache-centric"
+	fi
+	n=$(field "$tmp/cmp.json" kvcache-centric served)
+	if [ "$n" = 3993 ]; then
+		ok "every request of the trace served"
+	else
+		bad "every request of the trace served (got $n)"
+	fi
+	cpu=$(field "$tmp/cmp.json" kvcache-centric cpu_s)
+	if lt "$cpu" 1; then
+		ok "a replay in under 1 s of CPU ($cpu s)"
+	else
+		bad "a replay in under 1 s of CPU ($cpu s)"
+	fi
+fi
+
+# ---- more load: lookahead ahead outright ------------------------------------
+if replay "$tmp/fast.json" --compare --speed 1.5; then
+	k=$(field "$tmp/fast.json" kvcache-centric ttft_mean)
+	o=$(field "$tmp/fast.json" lookahead ttft_mean)
+	if lt "$o" "$k"; then
+		ok "at 1.5x, lookahead $o s < kvcache-centric $k s"
+	else
+		bad "at 1.5x, lookahead $o s < kvcache-centric $k s"
+	fi
+fi
+
+# ---- overload: rejecting early serves more within the SLOs ------------------
+if replay "$tmp/off.json" --policy kvcache-centric --speed 2 &&
+	replay "$tmp/pred.json" --policy kvcache-centric --speed 2 \
+		--reject predict; then
+	a0=$(field "$tmp/off.json" kvcache-centric attainment)
+	a1=$(field "$tmp/pred.json" kvcache-centric attainment)
+	rj=$(field "$tmp/pred.json" kvcache-centric rejected)
+	if lt "$a0" "$a1" && [ "$rj" -gt 0 ]; then
+		ok "at 2x, --reject predict: attainment $a0 -> $a1 ($rj rejected)"
+	else
+		bad "at 2x, --reject predict: attainment $a0 -> $a1 ($rj rejected)"
+	fi
+fi
+
+exit $fail

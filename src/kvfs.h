@@ -1,0 +1,142 @@
+/*
+ * kvfs.h - libkvfs: the C library an LLM engine links to reuse the KV
+ * blocks of a kvfs node (kvfsd(8)).  libkvfs(3) is the overview; every
+ * function has its own page.
+ *
+ * A handle (struct kvfs) is one connection to the daemon behind a
+ * mountpoint.  What a handle takes - match leases, mapped blocks,
+ * unfinished zero-copy writers - belongs to that connection: the daemon
+ * releases all of it when the handle is disconnected or the process dies,
+ * so a crashed engine pins nothing.
+ *
+ * Zero copy: kvfs_map() returns a pointer into the handle's own read-only
+ * mapping of the node's pool file (mapped once per handle, on first use);
+ * the daemon holds a reference on the block until kvfs_unmap(), so the
+ * slot is neither evicted nor reused under the reader.  kvfs_alloc() hands
+ * out a pointer into a fresh slot through a read-write mapping (made once,
+ * on first use); the block becomes visible at kvfs_commit().  Mapping the
+ * pool needs the file permissions the daemon gives it, which follow its
+ * control socket's (kvfsd(8), ACCESS CONTROL): readers need read access,
+ * zero-copy writers read and write.
+ *
+ * Every call returns 0 (or a count) or a negative errno and never relies
+ * on errno; bad arguments (NULL, a bad namespace or hash) are -EINVAL.
+ * A handle is not thread-safe: use one per thread, or a lock.
+ */
+#ifndef KVFS_H
+#define KVFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef KVFS_HASH_LEN
+#define KVFS_HASH_LEN 32 /* bytes of one block hash */
+#endif
+#ifndef KVFS_HASH_HEX_LEN
+#define KVFS_HASH_HEX_LEN 64 /* chars of its name, no NUL */
+#endif
+
+struct kvfs;
+struct kvfs_wblock;
+
+/* ---- connection ----------------------------------------------------- */
+
+/*
+ * Connect to the kvfsd serving mountpoint.  *out is the new handle, freed
+ * by kvfs_disconnect().  -ENOENT / -ECONNREFUSED when no daemon answers,
+ * -ENOMEM.
+ */
+int kvfs_connect(const char *mountpoint, struct kvfs **out);
+/* release every lease, map and writer of k, close it.  NULL: no-op.
+ * Pointers from kvfs_map() and kvfs_alloc() are invalid afterwards, and
+ * writers still open are aborted and freed (their kvfs_wblock too). */
+void kvfs_disconnect(struct kvfs *k);
+
+/* ---- the hash chain (kvfs(7); the same code as kvctl hash) ---------- */
+
+/* writes min(ntokens / block_tokens, max_out) hashes, returns the count */
+long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
+		     size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
+		     size_t max_out);
+/* lowercase hex into hex[KVFS_HASH_HEX_LEN + 1], NUL added */
+void kvfs_hash_to_hex(const uint8_t h[KVFS_HASH_LEN],
+		      char hex[KVFS_HASH_HEX_LEN + 1]);
+
+/* ---- prefix match --------------------------------------------------- */
+
+/*
+ * Longest cached prefix of hashes[0..n-1] in namespace ns, one round
+ * trip.  Returns K (0..n): hashes 0..K-1 are cached.  With lease_ms > 0
+ * and K > 0 the K blocks are pinned under *lease until kvfs_release(),
+ * lease_ms, or the handle's end, whichever comes first; *lease is 0 when
+ * nothing was pinned.  lease may be NULL only with lease_ms == 0.
+ * -ENOENT unknown namespace, -E2BIG more than 16000 hashes, -EAGAIN too
+ * many live leases.
+ */
+long kvfs_match(struct kvfs *k, const char *ns,
+		const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+		uint32_t lease_ms, uint64_t *lease);
+/* -ENOENT for a lease released or expired already */
+int kvfs_release(struct kvfs *k, uint64_t lease);
+
+/* ---- zero-copy read ------------------------------------------------- */
+
+/*
+ * Map one sealed block: *ptr points at its *len bytes inside the pool,
+ * read-only, valid until kvfs_unmap(k, *ptr) or kvfs_disconnect(k); the
+ * block is not evicted meanwhile.  No byte is copied.  -ENOENT when the
+ * block is not cached (or the namespace is unknown), -EACCES when the
+ * pool may not be read, -EPROTO when the daemon's answer does not fit
+ * the pool.
+ */
+int kvfs_map(struct kvfs *k, const char *ns, const uint8_t hash[KVFS_HASH_LEN],
+	     const void **ptr, size_t *len);
+/* -EINVAL for a pointer kvfs_map did not return (or unmapped already) */
+int kvfs_unmap(struct kvfs *k, const void *ptr);
+
+/* ---- writing -------------------------------------------------------- */
+
+/*
+ * Store len bytes as block hash of ns through the mount (create, write,
+ * close: the close seals it).  -EEXIST when it is cached already, -ENOENT
+ * unknown namespace, -EFBIG larger than a slot, -ENOSPC pool full of
+ * referenced blocks.
+ */
+int kvfs_write(struct kvfs *k, const char *ns,
+	       const uint8_t hash[KVFS_HASH_LEN], const void *buf, size_t len);
+
+/*
+ * Zero-copy writer: a fresh slot for block hash of ns (parent: the hash
+ * before it in the chain, or NULL for the first block; it steers
+ * eviction).  *ptr is writable for *cap bytes; nobody sees the block
+ * until kvfs_commit(*wb, len) seals its first len bytes, and
+ * kvfs_abort(*wb) drops it.  Either call frees *wb.  -EEXIST cached or
+ * being written, -ENOSPC no free slot, -EACCES the pool is not writable
+ * for this process.
+ */
+int kvfs_alloc(struct kvfs *k, const char *ns,
+	       const uint8_t hash[KVFS_HASH_LEN], const uint8_t *parent,
+	       void **ptr, size_t *cap, struct kvfs_wblock **wb);
+/* -EFBIG len > cap (the writer stays, abort it); else wb is freed */
+int kvfs_commit(struct kvfs_wblock *wb, size_t len);
+int kvfs_abort(struct kvfs_wblock *wb);
+
+/* ---- GPU (not implemented yet: every call returns -ENOTSUP) --------- */
+
+/* register device memory [dev, dev + len) of device for copies */
+int kvfs_gpu_register(struct kvfs *k, int device, void *dev, size_t len);
+/* copy len bytes from a mapped block (host) to device memory */
+int kvfs_copy_to_device(struct kvfs *k, void *dev, const void *src, size_t len);
+/* copy len bytes from device memory into a zero-copy writer's slot */
+int kvfs_copy_from_device(struct kvfs *k, void *dst, const void *dev,
+			  size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVFS_H */

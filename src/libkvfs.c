@@ -1,0 +1,506 @@
+/*
+ * libkvfs.c - connect, match, zero-copy map and write (kvfs.h).
+ *
+ * Everything goes through the control socket (ctl_client.h), but for
+ * kvfs_write, which goes through the mount like any other writer.  The
+ * pool file is mapped at most twice per handle, once read-only for maps
+ * and once read-write for zero-copy writers, each on first use: a block
+ * is then a pointer into a mapping this process already has, and no map
+ * costs an mmap(2).
+ *
+ * Nothing the daemon says is trusted as a pointer: every offset and size
+ * is checked against the mapping before it becomes one.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl_client.h"
+#include "ctlproto.h"
+#include "hash.h"
+#include "json.h"
+#include "kvfs.h"
+#include "pool.h"
+
+/* one live kvfs_map: the pointer handed out and the daemon's ref */
+struct kvfs_mapent {
+	const void *ptr;
+	uint64_t ref;
+};
+
+/* one mapping of the pool file */
+struct pool_map {
+	uint8_t *base;
+	size_t len;
+};
+
+struct kvfs {
+	struct kvfs_ctl *ctl;
+	char *mount;
+	char *pool_path;
+	uint64_t slot_size;
+	struct pool_map ro;
+	struct pool_map rw;
+	struct kvfs_mapent *maps; /* unordered */
+	size_t nmaps;
+	size_t maps_cap;
+	struct kvfs_wblock *writers; /* open zero-copy writers, a list */
+};
+
+struct kvfs_wblock {
+	struct kvfs *k;
+	uint64_t ref;
+	size_t cap;
+	struct kvfs_wblock *prev, *next;
+};
+
+/* ---- connection ----------------------------------------------------- */
+
+/* the daemon's pool path and slot size, from "status" */
+static int read_status(struct kvfs *k)
+{
+	const struct kvfs_json *d;
+	struct kvfs_json *j;
+	const char *pool;
+	int rc;
+
+	rc = kvfs_ctl_request(k->ctl, "status", &j, NULL, NULL, 0);
+	if (rc)
+		return rc;
+	d = kvfs_json_get(j, "daemon");
+	pool = kvfs_json_str(kvfs_json_get(d, "pool"));
+	if (!pool || pool[0] != '/' ||
+	    kvfs_json_u64(kvfs_json_get(d, "slot_size"), &k->slot_size) ||
+	    !k->slot_size || k->slot_size % KV_POOL_SLOT_ALIGN ||
+	    k->slot_size > SIZE_MAX / 2) {
+		rc = -EPROTO;
+		goto out_free;
+	}
+	k->pool_path = strdup(pool);
+	if (!k->pool_path)
+		rc = -ENOMEM;
+out_free:
+	kvfs_json_free(j);
+	return rc;
+}
+
+int kvfs_connect(const char *mountpoint, struct kvfs **out)
+{
+	struct kvfs *k;
+	int rc;
+
+	if (!mountpoint || !*mountpoint || !out)
+		return -EINVAL;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->mount = strdup(mountpoint);
+	if (!k->mount) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = kvfs_ctl_connect(mountpoint, &k->ctl, NULL, 0);
+	if (rc)
+		goto out_free;
+	rc = read_status(k);
+	if (rc)
+		goto out_close;
+	*out = k;
+	return 0;
+out_close:
+	kvfs_ctl_close(k->ctl);
+out_free:
+	free(k->mount);
+	free(k);
+	return rc;
+}
+
+static void pool_unmap(struct pool_map *m)
+{
+	if (m->base)
+		munmap(m->base, m->len);
+	m->base = NULL;
+	m->len = 0;
+}
+
+void kvfs_disconnect(struct kvfs *k)
+{
+	struct kvfs_wblock *wb, *next;
+
+	if (!k)
+		return;
+	/* closing the connection is what releases leases, maps and
+	 * writers in the daemon (ctlproto.h); close it before the
+	 * mappings go, so no slot is reused while still mapped here */
+	kvfs_ctl_close(k->ctl);
+	for (wb = k->writers; wb; wb = next) {
+		next = wb->next;
+		free(wb);
+	}
+	pool_unmap(&k->ro);
+	pool_unmap(&k->rw);
+	free(k->maps);
+	free(k->pool_path);
+	free(k->mount);
+	free(k);
+}
+
+/* ---- the pool mappings ---------------------------------------------- */
+
+/* map the pool file once: read-only for readers, read-write for writers */
+static int pool_map(struct kvfs *k, bool rw)
+{
+	struct pool_map *m = rw ? &k->rw : &k->ro;
+	struct stat sb;
+	void *p;
+	int fd, rc = 0;
+
+	if (m->base)
+		return 0;
+	fd = open(k->pool_path, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	if (!S_ISREG(sb.st_mode) || sb.st_size < (off_t)KV_POOL_HDR_SIZE ||
+	    (uint64_t)sb.st_size > SIZE_MAX) {
+		rc = -EPROTO;
+		goto out_close;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ | (rw ? PROT_WRITE : 0),
+		 MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		goto out_close;
+	}
+	/* a path that names something other than a pool is no pool */
+	if (memcmp(p, "KVFSPOOL", 8)) {
+		munmap(p, (size_t)sb.st_size);
+		rc = -EPROTO;
+		goto out_close;
+	}
+	m->base = p;
+	m->len = (size_t)sb.st_size;
+out_close:
+	close(fd);
+	return rc;
+}
+
+/* [off, off + len) as the daemon gave it: page-aligned, past the header,
+ * within one slot and inside the mapping */
+static int check_span(const struct kvfs *k, const struct pool_map *m,
+		      uint64_t off, uint64_t len)
+{
+	if (off < KV_POOL_HDR_SIZE || off % KV_POOL_SLOT_ALIGN ||
+	    len > k->slot_size || off > m->len || len > m->len - off)
+		return -EPROTO;
+	return 0;
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+/* "VERB NS HEX [HEX2]" */
+static int block_req(struct kvfs_buf *b, const char *verb, const char *ns,
+		     const uint8_t *h, const uint8_t *h2)
+{
+	char hex[KVFS_HASH_HEX_LEN + 1];
+
+	if (kvfs_ns_valid(ns) || !h)
+		return -EINVAL;
+	kvfs_buf_printf(b, "%s ", verb);
+	kvfs_ctlp_pct_encode(b, ns, strlen(ns));
+	kvfs_hash_to_hex(h, hex);
+	kvfs_buf_printf(b, " %s", hex);
+	if (h2) {
+		kvfs_hash_to_hex(h2, hex);
+		kvfs_buf_printf(b, " %s", hex);
+	}
+	return b->err;
+}
+
+static int call(struct kvfs *k, const char *req, struct kvfs_json **resp)
+{
+	return kvfs_ctl_request(k->ctl, req, resp, NULL, NULL, 0);
+}
+
+static int ref_call(struct kvfs *k, const char *verb, uint64_t ref,
+		    const char *extra)
+{
+	char req[96];
+
+	snprintf(req, sizeof(req), "%s %llu%s", verb, (unsigned long long)ref,
+		 extra ? extra : "");
+	return call(k, req, NULL);
+}
+
+/* "ref", "offset" and size_key of a map or alloc response */
+static int span_fields(const struct kvfs_json *j, const char *size_key,
+		       uint64_t *ref, uint64_t *off, uint64_t *len)
+{
+	if (kvfs_json_u64(kvfs_json_get(j, "ref"), ref) || !*ref ||
+	    kvfs_json_u64(kvfs_json_get(j, "offset"), off) ||
+	    kvfs_json_u64(kvfs_json_get(j, size_key), len))
+		return -EPROTO;
+	return 0;
+}
+
+/* ---- match ---------------------------------------------------------- */
+
+long kvfs_match(struct kvfs *k, const char *ns,
+		const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+		uint32_t lease_ms, uint64_t *lease)
+{
+	if (!k)
+		return -EINVAL;
+	return kvfs_ctl_match(k->ctl, ns, hashes, n, lease_ms, lease);
+}
+
+int kvfs_release(struct kvfs *k, uint64_t lease)
+{
+	if (!k)
+		return -EINVAL;
+	return kvfs_ctl_unpin(k->ctl, lease);
+}
+
+/* ---- map ------------------------------------------------------------ */
+
+static int map_track(struct kvfs *k, const void *ptr, uint64_t ref)
+{
+	struct kvfs_mapent *p;
+	size_t cap;
+
+	if (k->nmaps == k->maps_cap) {
+		cap = k->maps_cap ? k->maps_cap * 2 : 16;
+		p = realloc(k->maps, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		k->maps = p;
+		k->maps_cap = cap;
+	}
+	k->maps[k->nmaps].ptr = ptr;
+	k->maps[k->nmaps].ref = ref;
+	k->nmaps++;
+	return 0;
+}
+
+/* ask the daemon for the block; on success *ref pins it */
+static int map_req(struct kvfs *k, const char *ns, const uint8_t *hash,
+		   uint64_t *ref, uint64_t *off, uint64_t *len)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	struct kvfs_json *j;
+	int rc;
+
+	rc = block_req(&b, "map", ns, hash, NULL);
+	if (!rc)
+		rc = call(k, b.p, &j);
+	kvfs_buf_release(&b);
+	if (rc)
+		return rc;
+	rc = span_fields(j, "size", ref, off, len);
+	kvfs_json_free(j);
+	return rc;
+}
+
+int kvfs_map(struct kvfs *k, const char *ns, const uint8_t hash[KVFS_HASH_LEN],
+	     const void **ptr, size_t *len)
+{
+	uint64_t ref, off, size;
+	int rc;
+
+	if (!k || !ns || !hash || !ptr || !len)
+		return -EINVAL;
+	if (kvfs_ns_valid(ns))
+		return -EINVAL;
+	/* map before asking, so a pool we may not read pins nothing */
+	rc = pool_map(k, false);
+	if (rc)
+		return rc;
+	rc = map_req(k, ns, hash, &ref, &off, &size);
+	if (rc)
+		return rc;
+	rc = check_span(k, &k->ro, off, size);
+	if (!rc)
+		rc = map_track(k, k->ro.base + off, ref);
+	if (rc) {
+		ref_call(k, "unmap", ref, NULL);
+		return rc;
+	}
+	*ptr = k->ro.base + off;
+	*len = (size_t)size;
+	return 0;
+}
+
+int kvfs_unmap(struct kvfs *k, const void *ptr)
+{
+	uint64_t ref;
+
+	if (!k || !ptr)
+		return -EINVAL;
+	for (size_t i = 0; i < k->nmaps; i++) {
+		if (k->maps[i].ptr != ptr)
+			continue;
+		ref = k->maps[i].ref;
+		k->maps[i] = k->maps[--k->nmaps];
+		/* a dead connection released it already */
+		return ref_call(k, "unmap", ref, NULL);
+	}
+	return -EINVAL;
+}
+
+/* ---- write through the mount ---------------------------------------- */
+
+static int write_all(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int kvfs_write(struct kvfs *k, const char *ns,
+	       const uint8_t hash[KVFS_HASH_LEN], const void *buf, size_t len)
+{
+	char hex[KVFS_HASH_HEX_LEN + 1], path[PATH_MAX];
+	int fd, rc;
+
+	if (!k || !hash || (!buf && len) || kvfs_ns_valid(ns))
+		return -EINVAL;
+	kvfs_hash_to_hex(hash, hex);
+	if (snprintf(path, sizeof(path), "%s/%s/%s", k->mount, ns, hex) >=
+	    (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -errno;
+	/* a failed write makes the daemon abort the block at close, so a
+	 * half-written block is never sealed under its name */
+	rc = write_all(fd, buf, len);
+	/* the close seals: its error is the seal's */
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	return rc;
+}
+
+/* ---- zero-copy writer ----------------------------------------------- */
+
+static int alloc_req(struct kvfs *k, const char *ns, const uint8_t *hash,
+		     const uint8_t *parent, uint64_t *ref, uint64_t *off,
+		     uint64_t *cap)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	struct kvfs_json *j;
+	int rc;
+
+	rc = block_req(&b, "alloc", ns, hash, parent);
+	if (!rc)
+		rc = call(k, b.p, &j);
+	kvfs_buf_release(&b);
+	if (rc)
+		return rc;
+	rc = span_fields(j, "cap", ref, off, cap);
+	kvfs_json_free(j);
+	return rc;
+}
+
+static void wb_link(struct kvfs *k, struct kvfs_wblock *wb)
+{
+	wb->next = k->writers;
+	if (k->writers)
+		k->writers->prev = wb;
+	k->writers = wb;
+}
+
+static void wb_free(struct kvfs_wblock *wb)
+{
+	if (wb->prev)
+		wb->prev->next = wb->next;
+	else
+		wb->k->writers = wb->next;
+	if (wb->next)
+		wb->next->prev = wb->prev;
+	free(wb);
+}
+
+int kvfs_alloc(struct kvfs *k, const char *ns,
+	       const uint8_t hash[KVFS_HASH_LEN], const uint8_t *parent,
+	       void **ptr, size_t *cap, struct kvfs_wblock **wb)
+{
+	struct kvfs_wblock *w;
+	uint64_t ref, off, len;
+	int rc;
+
+	if (!k || !ns || !hash || !ptr || !cap || !wb || kvfs_ns_valid(ns))
+		return -EINVAL;
+	rc = pool_map(k, true);
+	if (rc)
+		return rc;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	rc = alloc_req(k, ns, hash, parent, &ref, &off, &len);
+	if (rc)
+		goto out_free;
+	rc = check_span(k, &k->rw, off, len);
+	if (rc) {
+		ref_call(k, "abort", ref, NULL);
+		goto out_free;
+	}
+	w->k = k;
+	w->ref = ref;
+	w->cap = (size_t)len;
+	wb_link(k, w);
+	*ptr = k->rw.base + off;
+	*cap = w->cap;
+	*wb = w;
+	return 0;
+out_free:
+	free(w);
+	return rc;
+}
+
+int kvfs_commit(struct kvfs_wblock *wb, size_t len)
+{
+	char extra[32];
+	int rc;
+
+	if (!wb)
+		return -EINVAL;
+	if (len > wb->cap)
+		return -EFBIG;
+	snprintf(extra, sizeof(extra), " %zu", len);
+	rc = ref_call(wb->k, "commit", wb->ref, extra);
+	wb_free(wb);
+	return rc;
+}
+
+int kvfs_abort(struct kvfs_wblock *wb)
+{
+	int rc;
+
+	if (!wb)
+		return -EINVAL;
+	rc = ref_call(wb->k, "abort", wb->ref, NULL);
+	wb_free(wb);
+	return rc;
+}

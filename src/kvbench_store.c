@@ -661,26 +661,6 @@ static double sb_ratio(const struct sb_result *r)
 	return r->rocks > 0 ? r->kvfs / r->rocks : 0;
 }
 
-/* "model name" of the first CPU, for the record in BENCHMARKS.md */
-static void sb_cpu_model(char *buf, size_t cap)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[512], *v;
-
-	snprintf(buf, cap, "unknown");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "model name", 10) || !(v = strchr(line, ':')))
-			continue;
-		v += strspn(v + 1, " \t") + 1;
-		v[strcspn(v, "\n")] = '\0';
-		snprintf(buf, cap, "%s", v);
-		break;
-	}
-	fclose(f);
-}
-
 static void json_str(const char *s)
 {
 	putchar('"');
@@ -820,7 +800,7 @@ int kvb_store_main(int argc, char **argv)
 	rc = sb_run(&c);
 	if (rc)
 		goto out_close;
-	sb_cpu_model(cpu, sizeof(cpu));
+	kvb_cpu_model(cpu, sizeof(cpu));
 	if (c.o.json)
 		sb_report_json(&c, cpu);
 	else

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -701,6 +702,12 @@ static void unlink_ours(const struct ctl_server *srv)
 	if (lstat(srv->path, &sb) == 0 && sb.st_dev == srv->dev &&
 	    sb.st_ino == srv->ino)
 		unlink(srv->path);
+}
+
+void ctl_server_set_cluster(struct ctl_server *srv,
+			    const struct ctl_cluster_ops *ops)
+{
+	atomic_store(&srv->cluster, ops);
 }
 
 void ctl_server_stop(struct ctl_server *srv)

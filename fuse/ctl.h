@@ -24,6 +24,24 @@ struct ctl_server;
  */
 int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
 		     const char *info_json, struct ctl_server **out);
+/*
+ * What the control socket asks of a cluster (kvfsd_cluster.h), as
+ * function pointers so that the server builds without it: "nodes",
+ * "prefetch", and the replication of blocks committed through "commit".
+ * ops must outlive the server; until it is set, those commands are
+ * -ENOTSUP and commits replicate nothing.
+ */
+struct kvfs_buf;
+struct ctl_cluster_ops {
+	void *arg;
+	void (*sealed)(void *arg, const char *ns, const uint8_t *hash);
+	int (*nodes)(void *arg, struct kvfs_buf *out);
+	long (*prefetch)(void *arg, const char *node, const char *ns,
+			 const uint8_t (*hashes)[32], size_t n, int *res);
+};
+void ctl_server_set_cluster(struct ctl_server *srv,
+			    const struct ctl_cluster_ops *ops);
+
 /* stop serving, close every client, unlink the socket.  NULL: no-op. */
 void ctl_server_stop(struct ctl_server *srv);
 

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -748,6 +749,8 @@ static int cmd_alloc(struct req *r)
 	w = &r->conn->writers[r->conn->nwriters++];
 	w->id = ++r->srv->next_ref;
 	w->wh = wh;
+	w->ns = ns.id;
+	memcpy(w->hash, h, KVFS_HASH_LEN);
 	kvfs_buf_printf(r->out,
 			",\"ref\":\"%llu\",\"slot\":%u,\"offset\":%llu,"
 			"\"cap\":%llu",
@@ -772,6 +775,8 @@ static int writer_arg(struct req *r, struct ctl_writer **w)
 	return 0;
 }
 
+static const struct ctl_cluster_ops *cluster_of(struct req *r);
+
 static int cmd_commit(struct req *r)
 {
 	struct ctl_writer *w;
@@ -792,6 +797,12 @@ static int cmd_commit(struct req *r)
 	/* a failed seal aborts the block (store.h): the writer is done
 	 * either way */
 	rc = kv_store_seal(r->srv->st, w->wh);
+	if (rc == 0 && cluster_of(r)) {
+		char ns[KVFS_NS_MAX + 1];
+
+		if (kv_store_ns_find_id(r->srv->st, w->ns, ns) == 0)
+			cluster_of(r)->sealed(cluster_of(r)->arg, ns, w->hash);
+	}
 	*w = r->conn->writers[--r->conn->nwriters];
 	if (rc)
 		return fail(r, rc, "sealing: %s", strerror(-rc));
@@ -823,6 +834,84 @@ struct ctl_cmd {
 	int (*fn)(struct req *r);
 };
 
+/* ---- cluster -------------------------------------------------------- */
+
+static const struct ctl_cluster_ops *cluster_of(struct req *r)
+{
+	return atomic_load(&r->srv->cluster);
+}
+
+static int no_cluster(struct req *r)
+{
+	return fail(r, -ENOTSUP, "this node is not in a cluster "
+		    "(kvfsd --cluster)");
+}
+
+static int cmd_nodes(struct req *r)
+{
+	int rc = arg_end(r);
+
+	if (rc)
+		return rc;
+	if (!cluster_of(r))
+		return no_cluster(r);
+	rc = cluster_of(r)->nodes(cluster_of(r)->arg, r->out);
+	if (rc)
+		return fail(r, rc, "nodes: %s", strerror(-rc));
+	return 0;
+}
+
+/*
+ * prefetch NODE NS HASH...: NODE "-" is this node.  Runs on the control
+ * thread, bounded by the transfer engine's timeout per block: other
+ * clients wait meanwhile (kvctl(1) says so).
+ */
+static int cmd_prefetch(struct req *r)
+{
+	char ns[KVFS_NS_MAX + 1];
+	uint8_t(*h)[KVFS_HASH_LEN] = NULL;
+	char *node;
+	size_t n;
+	int *res;
+	long k;
+	int rc;
+
+	rc = arg_word(r, "node", &node);
+	if (!rc)
+		rc = arg_name(r, ns);
+	if (!rc)
+		rc = arg_hashes(r, &h, &n);
+	if (rc)
+		return rc;
+	if (!cluster_of(r)) {
+		free(h);
+		return no_cluster(r);
+	}
+	res = calloc(n ? n : 1, sizeof(*res));
+	if (!res) {
+		free(h);
+		return fail(r, -ENOMEM, "out of memory");
+	}
+	k = cluster_of(r)->prefetch(cluster_of(r)->arg,
+				     strcmp(node, "-") ? node : NULL, ns,
+				     (const uint8_t(*)[32])h, n, res);
+	if (k < 0) {
+		free(h);
+		free(res);
+		return fail(r, (int)k, k == -ENXIO ? "no live node \"%.64s\""
+						   : "prefetch: %s",
+			    k == -ENXIO ? node : strerror((int)-k));
+	}
+	kvfs_buf_printf(r->out, ",\"count\":%ld,\"n\":%zu,\"errors\":[",
+			k, n);
+	for (size_t i = 0; i < n; i++)
+		kvfs_buf_printf(r->out, "%s%d", i ? "," : "", -res[i]);
+	kvfs_buf_puts(r->out, "]");
+	free(h);
+	free(res);
+	return 0;
+}
+
 static const struct ctl_cmd ctl_cmds[] = {
     {"status", NULL, cmd_status},
     {"ns", "list", cmd_ns_list},
@@ -841,6 +930,8 @@ static const struct ctl_cmd ctl_cmds[] = {
     {"alloc", NULL, cmd_alloc},
     {"commit", NULL, cmd_commit},
     {"abort", NULL, cmd_abort},
+    {"nodes", NULL, cmd_nodes},
+    {"prefetch", NULL, cmd_prefetch},
 };
 
 #define NCMDS (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))

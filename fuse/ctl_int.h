@@ -25,6 +25,7 @@
 
 #include "ctl.h"
 #include "ctlproto.h"
+#include "hash.h"
 #include "json.h"
 
 #define CTL_MAX_CLIENTS 256	/* more are told -EMFILE and closed */
@@ -50,6 +51,8 @@ struct ctl_map {
 struct ctl_writer {
 	uint64_t id;
 	uint32_t wh;
+	uint32_t ns;		/* what it writes, for the cluster's sake */
+	uint8_t hash[KVFS_HASH_LEN];
 };
 
 /* a match lease as its connection remembers it */
@@ -100,6 +103,8 @@ struct ctl_server {
 	struct ctl_conn *conns;
 	unsigned nconns;
 	uint64_t requests;
+	/* kvfsd_cluster's, set once at any time (NULL: not in a cluster) */
+	_Atomic(const struct ctl_cluster_ops *) cluster;
 	uint64_t next_ref;	/* last map/writer id given; never reused */
 };
 

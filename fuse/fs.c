@@ -445,6 +445,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.read = fs_read,
 	.write_buf = fs_write_buf,
 	.flush = fs_flush,
+	.fsync = fs_fsync,
 	.release = fs_release,
 	.unlink = fs_unlink,
 	.getxattr = fs_getxattr,
@@ -475,6 +476,7 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
 	if (!fs)
 		return -ENOMEM;
 	fs->st = cfg->store;
+	fs->cl = cfg->cluster;
 	fs->block_tokens = cfg->block_tokens;
 	fs->uid = cfg->uid;
 	fs->gid = cfg->gid;

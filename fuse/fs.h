@@ -26,6 +26,7 @@
 struct fuse_lowlevel_ops;
 struct fuse_session;
 struct kvfs_fs;
+struct kvfsd_cluster;
 
 struct kvfs_fs_config {
 	struct kv_store *store;	/* open; outlives the fs */
@@ -35,6 +36,7 @@ struct kvfs_fs_config {
 	const char *node;	/* this node's name in .kvfs/nodes */
 	uid_t uid;		/* owner shown on every inode */
 	gid_t gid;
+	struct kvfsd_cluster *cluster; /* NULL: a single node */
 };
 
 /* copies the strings in cfg */
@@ -46,5 +48,10 @@ const struct fuse_lowlevel_ops *kvfs_fs_ops(void);
 /* start / stop the invalidation thread (fs_notify.c); stop is idempotent */
 int kvfs_fs_start(struct kvfs_fs *fs, struct fuse_session *se);
 void kvfs_fs_stop(struct kvfs_fs *fs);
+
+/* a peer put (ns, hash) in the store: drop any "no such block" the
+ * kernel cached for it */
+void kvfs_fs_block_arrived(struct kvfs_fs *fs, const char *ns,
+			   const uint8_t *hash);
 
 #endif /* KVFS_FS_H */

@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "fs_int.h"
+#include "kvfsd_cluster.h"
 #include "log.h"
 
 #define PF_EXITING 0x00000004u /* include/linux/sched.h */
@@ -47,6 +48,18 @@ static void forget_name(struct kvfs_fs *fs, uint32_t ns,
 		inode_unhash(fs->it, ino);
 }
 
+/* not here: fetch it from the node that has it (kvfsd_cluster.h) */
+static int remote_read(struct kvfs_fs *fs, uint32_t ns,
+		       const uint8_t hash[KVFS_HASH_LEN])
+{
+	char name[KVFS_NS_MAX + 1];
+	int rc = fs_ns_info(fs, ns, name, NULL);
+
+	if (rc == 0)
+		rc = kvfsd_cluster_fetch(fs->cl, name, hash);
+	return rc;
+}
+
 void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		     const char *name)
 {
@@ -59,6 +72,8 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 
 	rc = kvfs_hash_from_hex(name, hash);
 	if (rc == 0)
+		rc = kv_store_stat(fs->st, ns, hash, &bi);
+	if (rc == -ENOENT && fs->cl && remote_read(fs, ns, hash) == 0)
 		rc = kv_store_stat(fs->st, ns, hash, &bi);
 	if (rc == -ENOENT) {
 		/* absent or still being written: a miss either way, counted
@@ -461,6 +476,12 @@ static int seal_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 	inode_set_writing(fs->it, f->ino, false);
 	/* other openers may have cached "no such block": drop that */
 	fs_notify_block(fs, f->ns, f->hash);
+	if (fs->cl) {
+		char name[KVFS_NS_MAX + 1];
+
+		if (fs_ns_info(fs, f->ns, name, NULL) == 0)
+			kvfsd_cluster_sealed(fs->cl, name, f->hash);
+	}
 	return 0;
 }
 
@@ -491,6 +512,42 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = seal_locked(fs, f);
 	}
 	pthread_mutex_unlock(&f->lock);
+	fuse_reply_err(req, -rc);
+}
+
+/*
+ * fsync: in a cluster, returns once R home nodes hold the block
+ * (kvfs(7), DURABILITY).  The writer's own descriptor seals it first: a
+ * block is replicated only once it can no longer change.  A single node
+ * has nothing more to do: a sealed block is as durable as it gets.
+ */
+void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct kvfs_file *f = file_of(fi);
+	char name[KVFS_NS_MAX + 1];
+	int rc = 0;
+
+	if (f->kind == FILE_TEXT) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (f->kind == FILE_WRITE) {
+		pthread_mutex_lock(&f->lock);
+		if (f->done)
+			rc = f->err;
+		else if (f->err)
+			rc = f->err;
+		else
+			rc = seal_locked(fs, f);
+		pthread_mutex_unlock(&f->lock);
+	}
+	if (rc == 0 && fs->cl) {
+		rc = fs_ns_info(fs, f->ns, name, NULL);
+		if (rc == 0)
+			rc = kvfsd_cluster_sync(fs->cl, name, f->hash);
+	}
 	fuse_reply_err(req, -rc);
 }
 

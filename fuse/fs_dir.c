@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "fs_int.h"
+#include "kvfsd_cluster.h"
 
 #define ROOT_FIXED 3	/* ".", "..", ".kvfs" */
 #define NS_FIXED 2	/* ".", ".." */
@@ -42,6 +43,10 @@ void fs_lookup_root(fuse_req_t req, const char *name)
 		return;
 	}
 	rc = kv_store_ns_find(fs->st, name, &ns, NULL);
+	/* in a cluster, a namespace made on another node is ours too */
+	if (rc == -ENOENT && fs->cl &&
+	    kvfsd_cluster_ns_import(fs->cl, name) == 0)
+		rc = kv_store_ns_find(fs->st, name, &ns, NULL);
 	if (rc == -ENOENT) {
 		fs_reply_negative(req, TMO_DIR);
 		return;

@@ -78,6 +78,7 @@ struct kvfs_fs {
 	struct kv_store *st;
 	struct inode_table *it;
 	struct notify *nt;	/* fs_notify.c */
+	struct kvfsd_cluster *cl; /* NULL: a single node */
 	uint32_t block_tokens;
 	char *mountpoint;
 	char *socket;
@@ -174,6 +175,8 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		  off_t off, struct fuse_file_info *fi);
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f);
+void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi);
 void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
 
 /* fs_meta.c */

@@ -235,6 +235,15 @@ void kvfs_fs_stop(struct kvfs_fs *fs)
 	}
 }
 
+void kvfs_fs_block_arrived(struct kvfs_fs *fs, const char *ns,
+			   const uint8_t *hash)
+{
+	uint32_t id;
+
+	if (kv_store_ns_find(fs->st, ns, &id, NULL) == 0)
+		fs_notify_block(fs, id, hash);
+}
+
 void fs_notify_free(struct kvfs_fs *fs)
 {
 	struct notify *nt = fs->nt;

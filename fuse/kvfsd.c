@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "kvfsd_cluster.h"
 #include "fs.h"
 #include "kvfsd.h"
 #include "log.h"
@@ -40,6 +41,8 @@ struct daemon {
 	struct kv_store *st;
 	struct kvfs_fs *fs;
 	struct ctl_server *ctl;
+	struct kvfsd_cluster *cl;	/* NULL: a single node */
+	struct ctl_cluster_ops cl_ops;	/* what ctl calls of it */
 	struct fuse_session *se;
 	bool mounted;
 	bool bad_option;	/* fuse_session_new refused an option */
@@ -289,6 +292,7 @@ static int start_fs(struct daemon *d)
 		.node = node,
 		.uid = geteuid(),
 		.gid = getegid(),
+		.cluster = d->cl,
 	};
 	int rc;
 
@@ -302,6 +306,56 @@ static int start_fs(struct daemon *d)
 		d->bad_option = true; /* libfuse said which */
 		return -EINVAL;
 	}
+	kvfsd_cluster_set_fs(d->cl, d->fs);
+	return 0;
+}
+
+/* ---- the cluster --------------------------------------------------- */
+
+static void ctl_sealed(void *arg, const char *ns, const uint8_t *hash)
+{
+	kvfsd_cluster_sealed(arg, ns, hash);
+}
+
+static int ctl_nodes(void *arg, struct kvfs_buf *out)
+{
+	return kvfsd_cluster_nodes_json(arg, out);
+}
+
+static long ctl_prefetch(void *arg, const char *node, const char *ns,
+			 const uint8_t (*hashes)[32], size_t n, int *res)
+{
+	return kvfsd_cluster_prefetch(arg, node, ns, hashes, n, res);
+}
+
+static int start_cluster(struct daemon *d)
+{
+	struct kvfsd_cluster_config cc = {
+		.store = d->st,
+		.url = d->o.cluster_o,
+		.node_id = d->o.node_id_o,
+		.listen = d->o.listen_o,
+		.secret_file = d->o.secret_file_o,
+		.conductor = d->o.conductor_o,
+		.transport = (enum kv_transport)d->o.transport,
+		.replicas = d->o.replicas,
+		.timeout_ms = d->o.timeout_ms,
+		.repair_rate = KVFSD_REPAIR_RATE,
+	};
+	int rc;
+
+	if (!d->o.cluster_o)
+		return 0;
+	rc = kvfsd_cluster_start(&cc, &d->cl);
+	if (rc < 0)
+		return rc;
+	d->cl_ops = (struct ctl_cluster_ops){
+		.arg = d->cl,
+		.sealed = ctl_sealed,
+		.nodes = ctl_nodes,
+		.prefetch = ctl_prefetch,
+	};
+	ctl_server_set_cluster(d->ctl, &d->cl_ops);
 	return 0;
 }
 
@@ -420,6 +474,8 @@ static void teardown(struct daemon *d)
 	if (d->mounted)
 		fuse_session_unmount(d->se);
 	ctl_server_stop(d->ctl);
+	kvfsd_cluster_set_fs(d->cl, NULL);
+	kvfsd_cluster_stop(d->cl);
 	if (d->se)
 		fuse_session_destroy(d->se);
 	kvfs_fs_free(d->fs);
@@ -434,6 +490,8 @@ static int serve(struct daemon *d)
 	rc = open_store(d);
 	if (rc == 0)
 		rc = start_ctl(d);
+	if (rc == 0)
+		rc = start_cluster(d);
 	if (rc == 0)
 		rc = start_fs(d);
 	if (rc == 0)

@@ -50,6 +50,15 @@ struct kvfsd_opts {
 	char *ctl_mode_o;
 	char *lease_ms_o;
 	int reformat;
+	/* cluster options (--name VALUE or --name=VALUE) */
+	char *cluster_o;
+	char *node_id_o;
+	char *listen_o;
+	char *secret_file_o;
+	char *replicas_o;
+	char *transport_o;
+	char *conductor_o;
+	char *timeout_ms_o;
 
 	/* -f, -d, -s, clone_fd, max_threads, the mountpoint (realpath'd) */
 	struct fuse_cmdline_opts cmd;
@@ -64,6 +73,9 @@ struct kvfsd_opts {
 	uint32_t block_tokens;
 	uint32_t lease_ms;
 	mode_t ctl_mode;
+	unsigned replicas;
+	uint32_t timeout_ms;
+	int transport;		/* enum kv_transport */
 };
 
 /*

@@ -17,7 +17,10 @@
 
 #include "hash.h"
 #include "kvfsd.h"
+#include "cluster.h"
+#include "kvfsd_cluster.h"
 #include "pool.h"
+#include "xfer.h"
 
 #define KOPT(t, m) { t, offsetof(struct kvfsd_opts, m), 1 }
 
@@ -31,6 +34,22 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("ctl_mode=%s", ctl_mode_o),
 	KOPT("lease_ms=%s", lease_ms_o),
 	KOPT("reformat", reformat),
+	KOPT("--cluster %s", cluster_o),
+	KOPT("--cluster=%s", cluster_o),
+	KOPT("--node-id %s", node_id_o),
+	KOPT("--node-id=%s", node_id_o),
+	KOPT("--listen %s", listen_o),
+	KOPT("--listen=%s", listen_o),
+	KOPT("--secret-file %s", secret_file_o),
+	KOPT("--secret-file=%s", secret_file_o),
+	KOPT("--replicas %s", replicas_o),
+	KOPT("--replicas=%s", replicas_o),
+	KOPT("--transport %s", transport_o),
+	KOPT("--transport=%s", transport_o),
+	KOPT("--conductor %s", conductor_o),
+	KOPT("--conductor=%s", conductor_o),
+	KOPT("--timeout-ms %s", timeout_ms_o),
+	KOPT("--timeout-ms=%s", timeout_ms_o),
 	FUSE_OPT_END
 };
 
@@ -65,6 +84,25 @@ void kvfsd_usage(FILE *fp)
 	      "  lease_ms=N         default prefix-match lease (10000)\n"
 	      "  reformat           format pool and index anew when their\n"
 	      "                     geometry differs (drops every block)\n"
+	      "\n"
+	      "cluster options (kvfs(7), CLUSTER; without --cluster kvfsd is\n"
+	      "a single node and needs no etcd):\n"
+	      "  --cluster etcd://HOST:PORT/NAME\n"
+	      "                     join cluster NAME, whose membership is\n"
+	      "                     kept in the etcd at HOST:PORT\n"
+	      "  --node-id ID       this node's id: 1..63 of [A-Za-z0-9._-]\n"
+	      "  --listen HOST:PORT where peers reach this node (port 0:\n"
+	      "                     any free one)\n"
+	      "  --secret-file PATH the cluster secret peers authenticate\n"
+	      "                     with (16..4096 bytes)\n"
+	      "  --replicas R       copies of each block (default 2)\n"
+	      "  --transport auto|tcp|rdma\n"
+	      "                     how blocks move (default auto: rdma when\n"
+	      "                     a device is present, else tcp)\n"
+	      "  --timeout-ms N     bound on each remote operation (5000)\n"
+	      "  --conductor HOST:PORT\n"
+	      "                     send block events to kvconductor there\n"
+	      "                     (needs a numeric --node-id)\n"
 	      "\n"
 	      "Other -o options go to FUSE (allow_other, default_permissions,\n"
 	      "max_threads=N, clone_fd, ...); mount-only options (defaults,\n"
@@ -116,6 +154,14 @@ void kvfsd_opts_free(struct kvfsd_opts *o)
 	free(o->block_tokens_o);
 	free(o->ctl_mode_o);
 	free(o->lease_ms_o);
+	free(o->cluster_o);
+	free(o->node_id_o);
+	free(o->listen_o);
+	free(o->secret_file_o);
+	free(o->replicas_o);
+	free(o->transport_o);
+	free(o->conductor_o);
+	free(o->timeout_ms_o);
 	free(o->cmd.mountpoint);
 	free(o->state_dir);
 	free(o->index_dir);
@@ -478,9 +524,74 @@ static int pool_size(struct kvfsd_opts *o)
 	return 0;
 }
 
+static int usage_error(const char *msg, const char *arg)
+{
+	fprintf(stderr, "kvfsd: %s%s\n", msg, arg ? arg : "");
+	return -EINVAL;
+}
+
+/* the cluster options: all or nothing, checked before anything starts */
+static int parse_cluster(struct kvfsd_opts *o)
+{
+	const char *only[] = { o->node_id_o, o->listen_o, o->secret_file_o,
+			       o->replicas_o, o->transport_o, o->conductor_o,
+			       o->timeout_ms_o };
+	char ep[256], name[256];
+	enum kv_transport t = KV_TRANSPORT_AUTO;
+	uint64_t v;
+	int rc;
+
+	o->replicas = KVFSD_REPLICAS;
+	o->timeout_ms = KV_XFER_TIMEOUT_MS;
+	if (!o->cluster_o) {
+		for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
+			if (only[i])
+				return usage_error("cluster options need "
+						   "--cluster", NULL);
+		return 0;
+	}
+	if (kv_cluster_url_parse(o->cluster_o, ep, sizeof(ep), name,
+				 sizeof(name)) < 0)
+		return usage_error("bad --cluster (want etcd://HOST:PORT/NAME): ",
+				   o->cluster_o);
+	if (!o->node_id_o)
+		return usage_error("--cluster needs --node-id", NULL);
+	if (kv_node_id_valid(o->node_id_o) < 0)
+		return usage_error("bad --node-id (1..63 of [A-Za-z0-9._-]): ",
+				   o->node_id_o);
+	if (!o->listen_o)
+		return usage_error("--cluster needs --listen HOST:PORT", NULL);
+	if (!strrchr(o->listen_o, ':') || o->listen_o[0] == ':')
+		return usage_error("bad --listen (want HOST:PORT): ",
+				   o->listen_o);
+	if (!o->secret_file_o)
+		return usage_error("--cluster needs --secret-file", NULL);
+	if (o->transport_o && kv_transport_parse(o->transport_o, &t) < 0)
+		return usage_error("bad --transport (auto, tcp or rdma): ",
+				   o->transport_o);
+	o->transport = t;
+	if (o->replicas_o) {
+		rc = parse_num("--replicas", o->replicas_o, 1, 16, false, &v);
+		if (rc < 0)
+			return rc;
+		o->replicas = (unsigned)v;
+	}
+	if (o->timeout_ms_o) {
+		rc = parse_num("--timeout-ms", o->timeout_ms_o, 10, 600000,
+			       false, &v);
+		if (rc < 0)
+			return rc;
+		o->timeout_ms = (uint32_t)v;
+	}
+	return 0;
+}
+
 int kvfsd_opts_resolve(struct kvfsd_opts *o)
 {
 	int rc = parse_numbers(o);
+
+	if (rc == 0)
+		rc = parse_cluster(o);
 
 	if (rc == 0)
 		rc = make_state_dir(o);

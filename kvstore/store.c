@@ -420,6 +420,23 @@ int kv_store_ns_find(struct kv_store *st, const char *name, uint32_t *id,
 	return rc;
 }
 
+int kv_store_ns_find_id(struct kv_store *st, uint32_t id, char *name)
+{
+	struct store_ns *n;
+	int rc = -ENOENT;
+
+	if (!st || !name)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	n = store_ns_get(st, id);
+	if (n) {
+		memcpy(name, n->name, sizeof(n->name));
+		rc = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
 int kv_store_ns_set_block_tokens(struct kv_store *st, const char *name,
 				 uint32_t block_tokens)
 {

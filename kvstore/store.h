@@ -119,6 +119,8 @@ int kv_store_ns_create(struct kv_store *st, const char *name,
 /* -ENOENT when absent */
 int kv_store_ns_find(struct kv_store *st, const char *name, uint32_t *id,
 		     uint32_t *block_tokens);
+/* the name (KVFS_NS_MAX + 1 bytes) of namespace id; -ENOENT */
+int kv_store_ns_find_id(struct kv_store *st, uint32_t id, char *name);
 /* change block_tokens: only while the namespace holds no block (names
  * depend on it), else -ENOTEMPTY; -ENOENT absent, -EINVAL bad value */
 int kv_store_ns_set_block_tokens(struct kv_store *st, const char *name,
@@ -220,5 +222,24 @@ int kv_store_stats(struct kv_store *st, struct kv_store_stats *out);
 int kv_store_ns_stats(struct kv_store *st, uint32_t ns, struct kv_stats *out);
 
 uint64_t kv_store_slot_size(const struct kv_store *st);
+
+/* ---- events -------------------------------------------------------- */
+
+enum kv_store_event {
+	KV_STORE_SEALED = 1,	/* a block became visible */
+	KV_STORE_GONE = 2,	/* a sealed block left the name space
+				 * (evicted, kv_store_evict, kv_store_remove) */
+};
+
+/*
+ * Call fn on every event from now on (NULL: stop).  fn runs under the
+ * store lock, on whichever thread caused the event: it must only record
+ * the event (queue it) and call nothing of the store.
+ */
+typedef void (*kv_store_event_fn)(void *arg, enum kv_store_event ev,
+				  uint32_t ns,
+				  const uint8_t hash[KVFS_HASH_LEN]);
+void kv_store_set_event_hook(struct kv_store *st, kv_store_event_fn fn,
+			     void *arg);
 
 #endif /* KVFS_STORE_H */

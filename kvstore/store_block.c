@@ -211,6 +211,8 @@ static int blk_unpublish(struct kv_store *st, uint32_t slot)
 	lru_del(st, slot);
 	tab_remove(st, slot);
 	blk_unlink_parent(st, slot);
+	if (st->event_fn)
+		st->event_fn(st->event_arg, KV_STORE_GONE, b->ns, b->hash);
 	st->total.blocks--;
 	st->total.bytes -= b->size;
 	if (n) {
@@ -451,6 +453,8 @@ int kv_store_seal(struct kv_store *st, uint32_t wh)
 	st->total.seals++;
 	blk_link_parent(st, wh);
 	lru_add(st, wh);
+	if (st->event_fn)
+		st->event_fn(st->event_arg, KV_STORE_SEALED, b->ns, b->hash);
 out_unlock:
 	pthread_mutex_unlock(&st->lock);
 	return rc;
@@ -584,6 +588,15 @@ int kv_store_ns_next(struct kv_store *st, uint32_t ns, uint64_t *cursor,
 out_unlock:
 	pthread_mutex_unlock(&st->lock);
 	return rc;
+}
+
+void kv_store_set_event_hook(struct kv_store *st, kv_store_event_fn fn,
+			     void *arg)
+{
+	pthread_mutex_lock(&st->lock);
+	st->event_fn = fn;
+	st->event_arg = arg;
+	pthread_mutex_unlock(&st->lock);
 }
 
 /* ---- removal ------------------------------------------------------- */

@@ -128,6 +128,9 @@ struct kv_store {
 	uint64_t next_lease;
 	uint64_t lease_min_ns;	/* earliest expiry, UINT64_MAX when none */
 
+	kv_store_event_fn event_fn; /* kv_store_set_event_hook, under lock */
+	void *event_arg;
+
 	struct kv_stats total;
 	uint64_t pinned;
 	uint64_t recovered;

@@ -69,6 +69,18 @@ static const struct kvb_cmd kvb_cmds[] = {
 	.summary = "block file I/O on a mount against tmpfs",
     },
     {
+	.name = "xfer",
+	.fn = kvb_xfer_main,
+	.usage = kvb_xfer_usage,
+	.summary = "block fetch between two nodes against a TCP copy",
+    },
+    {
+	.name = "gpu",
+	.fn = kvb_gpu_main,
+	.usage = kvb_gpu_usage,
+	.summary = "pool <-> GPU copies through libkvfs against cudaMemcpy",
+    },
+    {
 	.name = "help",
 	.fn = cmd_help,
 	.usage = NULL,

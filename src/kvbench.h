@@ -12,6 +12,8 @@
  * line on stderr says why), 2 bad usage, or bad input given as an option
  * (engine: a trace line that is not a request, named by its number).  A benchmark that misses its
  * targets still exits 0: the numbers are the result, not a test verdict.
+ * 77 (KVB_EXIT_SKIP, the test suites' SKIP): the hardware it measures is
+ * not there or not built in (gpu without CUDA or without a GPU).
  *
  * Temporary files: every file and directory made through kvb_tmpdir() and
  * kvb_pool_path() is registered and removed when the program ends, on
@@ -35,6 +37,7 @@
 #define KVB_EXIT_OK 0
 #define KVB_EXIT_FAIL 1
 #define KVB_EXIT_USAGE 2
+#define KVB_EXIT_SKIP 77
 
 /* ---- subcommands --------------------------------------------------- */
 
@@ -44,6 +47,8 @@ int kvb_demo_main(int argc, char **argv);
 int kvb_engine_main(int argc, char **argv);
 int kvb_gentrace_main(int argc, char **argv);
 int kvb_io_main(int argc, char **argv);
+int kvb_xfer_main(int argc, char **argv);
+int kvb_gpu_main(int argc, char **argv);
 
 /* usage text of each subcommand; kvbench(1) documents the same options */
 void kvb_store_usage(FILE *f);
@@ -51,6 +56,8 @@ void kvb_demo_usage(FILE *f);
 void kvb_engine_usage(FILE *f);
 void kvb_gentrace_usage(FILE *f);
 void kvb_io_usage(FILE *f);
+void kvb_xfer_usage(FILE *f);
+void kvb_gpu_usage(FILE *f);
 
 /* ---- options ------------------------------------------------------- */
 

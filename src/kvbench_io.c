@@ -11,6 +11,11 @@
  *   warm read    the same again: the page cache       tmpfs read
  *   mmap read    mmap, memcpy out, munmap             the same
  *
+ * and libkvfs's zero-copy read: kvfs_map(3) of each block, its bytes
+ * summed straight from the pool mapping, kvfs_unmap(3), beside a memcpy
+ * of the same bytes from process memory (what reading them cannot beat)
+ * and the warm read() through the mount above.
+ *
  * Cold: a kvfs block just written is in the page cache already (FUSE
  * writes go through it, and sealed blocks are opened with keep_cache), so
  * before the cold read every block is dropped from the page cache with
@@ -40,12 +45,14 @@
 
 #include "json.h"
 #include "kvbench.h"
+#include "kvfs.h"
 
 #define IO_CMD "io"
 #define IO_NS "kvbench-io"
 #define IO_BLOCKS 64
 #define IO_ROUNDS 5
 #define IO_MEM_MAX (1ull << 30) /* bytes of blocks a round holds in memory */
+#define IO_MAP_MIN_RATIO 0.9	/* kvfs_map + sum against memcpy */
 
 enum io_op { IO_WRITE, IO_COLD, IO_WARM, IO_MMAP, IO_NOPS };
 
@@ -85,6 +92,9 @@ struct io_ctx {
 	double *kv[IO_NOPS], *tf[IO_NOPS];
 	double resident; /* pages cached before the cold reads, max */
 	uint64_t rounds_done;
+	struct kvfs *kvfs; /* libkvfs on the same mount, for the map path */
+	double *map, *cpy; /* GB/s per round: kvfs_map + sum, memcpy */
+	uint64_t sum;	   /* of the mapped bytes, so none goes unread */
 };
 
 void kvb_io_usage(FILE *f)
@@ -95,7 +105,9 @@ void kvb_io_usage(FILE *f)
 	      "\n"
 	      "Write and seal, cold-read, warm-read and mmap-read block files "
 	      "on the kvfs\nmount MOUNT, beside the same on tmpfs "
-	      "(/dev/shm), and compare.\n"
+	      "(/dev/shm), and compare; then read the\nblocks through "
+	      "libkvfs (kvfs_map, sum the bytes, kvfs_unmap) beside a memcpy "
+	      "of\nthe same bytes.\n"
 	      "\n"
 	      "  -z, --size BYTES      bytes per block, k, m, g suffixes "
 	      "allowed;\n"
@@ -245,7 +257,15 @@ static int io_setup(struct io_ctx *c)
 		if (!c->kv[op] || !c->tf[op])
 			return -ENOMEM;
 	}
-	return c->names && c->data && c->buf ? 0 : -ENOMEM;
+	c->map = calloc(c->o.rounds, sizeof(double));
+	c->cpy = calloc(c->o.rounds, sizeof(double));
+	if (!c->names || !c->data || !c->buf || !c->map || !c->cpy)
+		return -ENOMEM;
+	rc = kvfs_connect(c->o.mount, &c->kvfs);
+	if (rc)
+		kvb_fail(IO_CMD, rc, "libkvfs cannot connect to %s",
+			 c->o.mount);
+	return rc;
 }
 
 /* fresh random names (a run never meets an old block) and their bytes */
@@ -355,6 +375,64 @@ static int io_pass(struct io_ctx *c, enum io_op op, int dirfd, double *gbs)
 			 io_rows[op].label, (unsigned long long)(i - 1),
 			 dirfd == c->nsfd ? "kvfs" : "tmpfs");
 	return rc;
+}
+
+/* ---- the libkvfs map path ------------------------------------------- */
+
+/* every byte of [p, p + len), as 64-bit words, summed */
+static uint64_t io_sum(const uint8_t *p, size_t len)
+{
+	uint64_t s = 0, w;
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&w, p + i, 8); /* any alignment; one load */
+		s += w;
+	}
+	for (; i < len; i++)
+		s += p[i];
+	return s;
+}
+
+/* kvfs_map each block, sum its bytes in place, kvfs_unmap */
+static int io_map_pass(struct io_ctx *c, double *gbs)
+{
+	char hex[KVFS_HASH_HEX_LEN + 1];
+	uint64_t t0 = kvb_now(), s = 0, i;
+	const void *p;
+	size_t len;
+	int rc = 0;
+
+	for (i = 0; i < c->o.blocks && !rc; i++) {
+		rc = kvfs_map(c->kvfs, c->o.ns, c->names[i], &p, &len);
+		if (rc)
+			break;
+		if (len != c->o.size)
+			rc = -EPROTO;
+		s += io_sum(p, len);
+		__asm__ volatile("" : : "r"(s)); /* the sum is needed now */
+		if (kvfs_unmap(c->kvfs, p) && !rc)
+			rc = -EPROTO;
+	}
+	*gbs = kvb_rate(c->o.blocks * c->o.size, kvb_now() - t0) / 1e9;
+	c->sum += s;
+	if (rc)
+		kvb_fail(IO_CMD, rc, "kvfs_map of block %s", io_hex(c, i, hex));
+	return rc;
+}
+
+/* the baseline: a memcpy of the same bytes, out of process memory */
+static void io_memcpy_pass(struct io_ctx *c, double *gbs)
+{
+	size_t sz = c->o.size;
+	uint64_t t0 = kvb_now();
+
+	for (uint64_t i = 0; i < c->o.blocks; i++) {
+		memcpy(c->buf, c->data + i * sz, sz);
+		/* a copy whose result is never read may be dropped */
+		__asm__ volatile("" : : "r"(c->buf) : "memory");
+	}
+	*gbs = kvb_rate(c->o.blocks * sz, kvb_now() - t0) / 1e9;
 }
 
 /* ---- cold ------------------------------------------------------------ */
@@ -477,6 +555,10 @@ static int io_round(struct io_ctx *c, uint64_t r)
 		rc = io_pass(c, IO_MMAP, c->shmfd, &c->tf[IO_MMAP][r]);
 	if (!rc)
 		rc = io_verify(c);
+	if (!rc)
+		rc = io_map_pass(c, &c->map[r]);
+	if (!rc)
+		io_memcpy_pass(c, &c->cpy[r]);
 	/* one tmpfs read is the baseline of both kvfs reads */
 	c->tf[IO_COLD][r] = c->tf[IO_WARM][r];
 	io_remove(c);
@@ -529,6 +611,21 @@ struct io_result {
 	bool pass;
 };
 
+/* the map path: kvfs_map + sum, memcpy, warm read() through the mount */
+struct io_map_result {
+	double map, cpy, read, ratio;
+	bool pass;
+};
+
+static void io_map_results(struct io_ctx *c, struct io_map_result *m)
+{
+	m->map = io_median(c->map, c->rounds_done);
+	m->cpy = io_median(c->cpy, c->rounds_done);
+	m->read = io_median(c->kv[IO_WARM], c->rounds_done);
+	m->ratio = m->cpy > 0 ? m->map / m->cpy : 0;
+	m->pass = m->ratio >= IO_MAP_MIN_RATIO;
+}
+
 static void io_results(struct io_ctx *c, struct io_result *res)
 {
 	for (int op = 0; op < IO_NOPS; op++) {
@@ -542,10 +639,10 @@ static void io_results(struct io_ctx *c, struct io_result *res)
 }
 
 static void io_report_json(const struct io_ctx *c, const struct io_result *res,
-			   const char *cpu)
+			   const struct io_map_result *m, const char *cpu)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
-	bool all = true;
+	bool all = m->pass;
 	size_t len;
 	char *text;
 
@@ -584,7 +681,13 @@ static void io_report_json(const struct io_ctx *c, const struct io_result *res,
 			kvfs_buf_puts(&b, "\"target\":null,\"pass\":null}");
 		}
 	}
-	kvfs_buf_printf(&b, "},\"pass\":%s}\n", all ? "true" : "false");
+	kvfs_buf_printf(&b,
+			"},\"map\":{\"map_gb_s\":%.3f,\"memcpy_gb_s\":%.3f,"
+			"\"read_gb_s\":%.3f,\"baseline\":\"memcpy\","
+			"\"ratio\":%.3f,\"target\":%.2f,\"pass\":%s}",
+			m->map, m->cpy, m->read, m->ratio, IO_MAP_MIN_RATIO,
+			m->pass ? "true" : "false");
+	kvfs_buf_printf(&b, ",\"pass\":%s}\n", all ? "true" : "false");
 	if (kvfs_buf_finish(&b, &text, &len) == 0) {
 		fwrite(text, 1, len, stdout);
 		free(text);
@@ -592,7 +695,7 @@ static void io_report_json(const struct io_ctx *c, const struct io_result *res,
 }
 
 static void io_report_table(const struct io_ctx *c, const struct io_result *res,
-			    const char *cpu)
+			    const struct io_map_result *m, const char *cpu)
 {
 	char a[32], target[16], ratio[16];
 	int met = 0, targets = 0;
@@ -619,6 +722,20 @@ static void io_report_table(const struct io_ctx *c, const struct io_result *res,
 		targets += w->min_ratio > 0;
 		met += w->min_ratio > 0 && r->pass;
 	}
+	printf("\nlibkvfs map path, the same blocks:\n");
+	printf("%-12s %10s  %s\n", "read by", "GB/s", "how");
+	printf("%-12s %10.2f  %s\n", "kvfs_map", m->map,
+	       "kvfs_map, sum the bytes in place, kvfs_unmap");
+	printf("%-12s %10.2f  %s\n", "memcpy", m->cpy,
+	       "memcpy of the same bytes (baseline)");
+	printf("%-12s %10.2f  %s\n", "read()", m->read,
+	       "open, read, close on the mount (warm read)");
+	snprintf(ratio, sizeof(ratio), "%.2fx", m->ratio);
+	snprintf(target, sizeof(target), ">= %.1fx", IO_MAP_MIN_RATIO);
+	printf("ratio map/memcpy %s, target %s: %s\n", ratio, target,
+	       m->pass ? "PASS" : "MISS");
+	targets++;
+	met += m->pass;
 	printf("\n%d of %d targets met.\n", met, targets);
 	printf("ratio = kvfs / tmpfs.  cold: each block dropped from the "
 	       "page cache with\nposix_fadvise(DONTNEED) first; %.1f%% of "
@@ -636,6 +753,9 @@ static void io_teardown(struct io_ctx *c)
 		close(c->nsfd);
 	if (c->shmfd >= 0)
 		close(c->shmfd);
+	kvfs_disconnect(c->kvfs);
+	free(c->map);
+	free(c->cpy);
 	free(c->names);
 	free(c->data);
 	free(c->buf);
@@ -648,6 +768,7 @@ static void io_teardown(struct io_ctx *c)
 int kvb_io_main(int argc, char **argv)
 {
 	struct io_result res[IO_NOPS];
+	struct io_map_result mres;
 	struct io_ctx c;
 	char cpu[128];
 	int rc;
@@ -666,10 +787,11 @@ int kvb_io_main(int argc, char **argv)
 	if (!rc) {
 		kvb_cpu_model(cpu, sizeof(cpu));
 		io_results(&c, res);
+		io_map_results(&c, &mres);
 		if (c.o.json)
-			io_report_json(&c, res, cpu);
+			io_report_json(&c, res, &mres, cpu);
 		else
-			io_report_table(&c, res, cpu);
+			io_report_table(&c, res, &mres, cpu);
 	}
 	io_teardown(&c);
 	return rc ? KVB_EXIT_FAIL : KVB_EXIT_OK;

@@ -42,6 +42,8 @@ static const struct kvctl_cmd kvctl_cmds[] = {
     {"renew", kvctl_renew, "extend a lease"},
     {"evict", kvctl_evict, "evict blocks now"},
     {"ns", kvctl_ns, "list, create or remove namespaces"},
+    {"nodes", kvctl_nodes, "show the cluster's live nodes"},
+    {"prefetch", kvctl_prefetch, "warm a node with blocks from the cluster"},
     {"version", cmd_version, "print the version and optional features"},
     {"help", cmd_help, "show help for kvctl or one command"},
 };

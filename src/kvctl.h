@@ -57,5 +57,7 @@ int kvctl_unpin(int argc, char **argv);
 int kvctl_renew(int argc, char **argv);
 int kvctl_evict(int argc, char **argv);
 int kvctl_ns(int argc, char **argv);
+int kvctl_nodes(int argc, char **argv);
+int kvctl_prefetch(int argc, char **argv);
 
 #endif /* KVFS_KVCTL_H */

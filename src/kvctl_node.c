@@ -40,6 +40,7 @@
 struct nopts {
 	const char *cmd; /* for messages: "ls", "ns create" */
 	bool json;
+	const char *node;	/* -N */
 	bool longfmt;
 	bool tokens;
 	uint32_t lease_ms;
@@ -111,6 +112,20 @@ static const struct node_help helps[] = {
 	   "Evict sealed blocks now; a referenced block (open, mapped or\n"
 	   "pinned) is refused.\n"
 	   "\n" OPT_J OPT_H},
+    {"nodes", "jh",
+     USAGE "nodes [-j]\n"
+	   "\n"
+	   "Show the cluster the node is in: its live members, their\n"
+	   "transfer addresses and pools.\n"
+	   "\n" OPT_J OPT_H},
+    {"prefetch", "jNh",
+     USAGE "prefetch [-j] [-N id] ns hash ...\n"
+	   "\n"
+	   "Warm a node with blocks before a request reaches it: each one\n"
+	   "is fetched from the cluster into this node, then, with -N,\n"
+	   "pushed to node id.  Exits 1 when any block could not be had.\n"
+	   "\n" OPT_J "  -N id | --node=id\n"
+	   "          the node to warm (default this one)\n" OPT_H},
     {"ns", "jbh",
      USAGE "ns list [-j]\n"
 	   "       kvctl [-m mount | -s socket] ns create [-j] "
@@ -192,6 +207,7 @@ static const struct option all_longopts[] = {
     {"tokens", no_argument, NULL, 't'},
     {"lease", required_argument, NULL, 'L'},
     {"block-tokens", required_argument, NULL, 'b'},
+    {"node", required_argument, NULL, 'N'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -249,6 +265,9 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 		case 'h':
 			fputs(h->text, stdout);
 			return kvctl_flush_stdout();
+		case 'N':
+			o->node = optarg;
+			break;
 		case 'L':
 		case 'b':
 			rc = opt_value(o, c, optarg);
@@ -902,4 +921,107 @@ int kvctl_ns(int argc, char **argv)
 		return ns_rm(argc - 1, argv + 1);
 	kvfs_err("ns: unknown verb \"%.32s\" (list, create or rm)", argv[1]);
 	return kvctl_usage_error("ns");
+}
+
+/* ---- cluster: nodes, prefetch -------------------------------------- */
+
+int kvctl_nodes(int argc, char **argv)
+{
+	struct nopts o = {.cmd = "nodes"};
+	struct kvfs_json *j = NULL;
+	const struct kvfs_json *nodes;
+	int rc;
+
+	rc = node_getopt(argc, argv, "nodes", NULL, &o);
+	if (rc < 0)
+		rc = want_operands(&o, argc - optind, 0, 0);
+	if (rc >= 0)
+		return rc;
+	rc = node_simple(&o, "nodes", &j);
+	if (!rc && !o.json) {
+		nodes = kvfs_json_get(j, "nodes");
+		printf("self %s, %llu replicas, transport %s, epoch %llu, "
+		       "%llu queued\n",
+		       kvctl_jstr(j, "self"),
+		       (unsigned long long)kvctl_jnum(j, "replicas"),
+		       kvctl_jstr(j, "transport"),
+		       (unsigned long long)kvctl_jnum(j, "epoch"),
+		       (unsigned long long)kvctl_jnum(j, "queued"));
+		printf("%-20s %-24s %-10s %10s %8s\n", "ID", "ADDRESS",
+		       "TRANSPORT", "SLOT", "SLOTS");
+		for (size_t i = 0; nodes && i < nodes->n; i++) {
+			const struct kvfs_json *n = &nodes->kid[i];
+
+			printf("%-20s %-24s %-10s %10llu %8llu\n",
+			       kvctl_jstr(n, "id"), kvctl_jstr(n, "addr"),
+			       kvctl_jstr(n, "transports"),
+			       (unsigned long long)kvctl_jnum(n, "slot_size"),
+			       (unsigned long long)kvctl_jnum(n, "slots"));
+		}
+	}
+	kvfs_json_free(j);
+	return rc ? rc : kvctl_flush_stdout();
+}
+
+int kvctl_prefetch(int argc, char **argv)
+{
+	struct nopts o = {.cmd = "prefetch"};
+	struct kvfs_json *j = NULL;
+	struct kvfs_buf more = KVFS_BUF_INIT;
+	const struct kvfs_json *errs;
+	uint8_t h[KVFS_HASH_LEN];
+	char *req, *tail = NULL, verb[80];
+	int rc;
+
+	rc = node_getopt(argc, argv, "prefetch", NULL, &o);
+	if (rc < 0)
+		rc = want_operands(&o, argc - optind, 2, CTLP_HASHES_MAX + 1);
+	if (rc < 0)
+		rc = check_ns(&o, argv[optind]);
+	for (int i = optind + 1; rc < 0 && i < argc; i++)
+		rc = check_hash(&o, argv[i], h) < 0 ? -1 : EXIT_USAGE;
+	if (rc < 0 && o.node &&
+	    (!*o.node || strlen(o.node) > 63 ||
+	     strspn(o.node, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789._-") != strlen(o.node))) {
+		kvfs_err("bad node id \"%.64s\"", o.node);
+		rc = kvctl_usage_error(o.cmd);
+	}
+	if (rc >= 0)
+		return rc;
+	for (int i = optind + 1; i < argc; i++) {
+		kvfs_buf_puts(&more, " ");
+		kvfs_buf_puts(&more, argv[i]);
+	}
+	if (kvfs_buf_finish(&more, &tail, NULL) < 0) {
+		kvfs_err("out of memory");
+		return 1;
+	}
+	/* "prefetch NODE NS HASH...": NODE "-" is the node we ask */
+	snprintf(verb, sizeof(verb), "prefetch %s", o.node ? o.node : "-");
+	req = req_ns(verb, argv[optind], tail);
+	free(tail);
+	rc = req ? node_simple(&o, req, &j) : 1;
+	free(req);
+	if (!rc) {
+		uint64_t got = kvctl_jnum(j, "count");
+		size_t n = (size_t)(argc - optind - 1);
+
+		errs = kvfs_json_get(j, "errors");
+		for (size_t i = 0; !o.json && errs && i < errs->n && i < n;
+		     i++) {
+			uint64_t e = 0;
+
+			kvfs_json_u64(&errs->kid[i], &e);
+			printf("%s %s\n", argv[optind + 1 + (int)i],
+			       e ? strerror((int)e) : "ok");
+		}
+		if (got != n) {
+			kvfs_err("prefetch: %llu of %zu blocks are there",
+				 (unsigned long long)got, n);
+			rc = 1;
+		}
+	}
+	kvfs_json_free(j);
+	return rc ? rc : kvctl_flush_stdout();
 }

@@ -125,15 +125,87 @@ int kvfs_alloc(struct kvfs *k, const char *ns,
 int kvfs_commit(struct kvfs_wblock *wb, size_t len);
 int kvfs_abort(struct kvfs_wblock *wb);
 
-/* ---- GPU (not implemented yet: every call returns -ENOTSUP) --------- */
+/* ---- GPU (CUDA) ----------------------------------------------------- */
 
-/* register device memory [dev, dev + len) of device for copies */
-int kvfs_gpu_register(struct kvfs *k, int device, void *dev, size_t len);
-/* copy len bytes from a mapped block (host) to device memory */
-int kvfs_copy_to_device(struct kvfs *k, void *dev, const void *src, size_t len);
-/* copy len bytes from device memory into a zero-copy writer's slot */
-int kvfs_copy_from_device(struct kvfs *k, void *dst, const void *dev,
-			  size_t len);
+/*
+ * Copies between the pool and GPU memory, asynchronous on the caller's
+ * CUDA stream (a cudaStream_t passed as void *; NULL is the default
+ * stream), with the stream's device current (cudaSetDevice).  Work queued
+ * on that stream after a copy is ordered after it, as for any
+ * cudaMemcpyAsync.  Each copy call returns *cp, the copy in flight: it
+ * holds the daemon's references (maps for copies to the device, writers
+ * for copies from it) until kvfs_copy_wait() or a kvfs_copy_poll() that
+ * finds it complete drops them, on the caller's thread, and frees *cp.
+ * Copies from the device seal their blocks only then.  Every copy must
+ * be waited or polled to its end; kvfs_disconnect() waits for those left
+ * (aborting their writers) and frees them.
+ *
+ * Every call returns -ENOTSUP in a build without CUDA, and -ENODEV where
+ * CUDA finds no GPU (cudaGetDeviceCount fails or counts 0), whatever the
+ * arguments.  CUDA's own errors become -EINVAL (a bad device pointer or
+ * stream), -ENOMEM, or -EIO.
+ */
+struct kvfs_copy;
+
+/* one block of a batched copy */
+struct kvfs_gpu_block {
+	const uint8_t *hash;   /* its name, KVFS_HASH_LEN bytes */
+	const uint8_t *parent; /* from the device: as for kvfs_alloc() */
+	void *dev;	       /* device memory: the block's bytes */
+	size_t len; /* to the device: room at dev in, the block's size out;
+		     * from it: bytes to store */
+};
+
+/*
+ * Pin the pool for DMA, once per handle: the read-write mapping where
+ * this process may write the pool, else the read-only one (with
+ * cudaHostRegisterReadOnly).  The copies call it on first use; call it
+ * early to pay for pinning (it touches every page of the pool) before the
+ * first request.  -EACCES the pool may not be read, -ENOTSUP the device
+ * cannot pin a read-only mapping (copies still work, unpinned).
+ */
+int kvfs_gpu_register(struct kvfs *k);
+
+/*
+ * Copy block hash of ns into device memory dev (room for cap bytes);
+ * *len (may be NULL) receives its size.  -ENOENT not cached, -EFBIG
+ * larger than cap.
+ */
+int kvfs_copy_to_device(struct kvfs *k, const char *ns,
+			const uint8_t hash[KVFS_HASH_LEN], void *dev,
+			size_t cap, size_t *len, void *stream,
+			struct kvfs_copy **cp);
+/*
+ * Store len bytes of device memory dev as a new block hash of ns (parent
+ * as for kvfs_alloc()), sealed when the copy is waited for.  kvfs_alloc()'s
+ * errors, -EFBIG len larger than a slot, -EACCES the pool is not writable
+ * for this process.
+ */
+int kvfs_copy_from_device(struct kvfs *k, const char *ns,
+			  const uint8_t hash[KVFS_HASH_LEN],
+			  const uint8_t *parent, const void *dev, size_t len,
+			  void *stream, struct kvfs_copy **cp);
+/*
+ * The same for n blocks at once (a request's prefix), one *cp for all:
+ * every block is mapped (or allocated) before any copy is queued, and
+ * when one fails nothing is copied and nothing stays referenced.
+ */
+int kvfs_copy_to_device_batch(struct kvfs *k, const char *ns,
+			      struct kvfs_gpu_block *blocks, size_t n,
+			      void *stream, struct kvfs_copy **cp);
+int kvfs_copy_from_device_batch(struct kvfs *k, const char *ns,
+				const struct kvfs_gpu_block *blocks, size_t n,
+				void *stream, struct kvfs_copy **cp);
+
+/*
+ * Block until cp's copies are done, then drop its references (sealing
+ * the blocks of a copy from the device) and free cp.  0, or -EIO when a
+ * copy failed on the device (its blocks are then aborted), or a seal's
+ * error.
+ */
+int kvfs_copy_wait(struct kvfs_copy *cp);
+/* kvfs_copy_wait() when cp is complete; -EAGAIN (cp stays) while not */
+int kvfs_copy_poll(struct kvfs_copy *cp);
 
 #ifdef __cplusplus
 }

@@ -29,31 +29,13 @@
 #include "hash.h"
 #include "json.h"
 #include "kvfs.h"
+#include "libkvfs_int.h"
 #include "pool.h"
 
 /* one live kvfs_map: the pointer handed out and the daemon's ref */
 struct kvfs_mapent {
 	const void *ptr;
 	uint64_t ref;
-};
-
-/* one mapping of the pool file */
-struct pool_map {
-	uint8_t *base;
-	size_t len;
-};
-
-struct kvfs {
-	struct kvfs_ctl *ctl;
-	char *mount;
-	char *pool_path;
-	uint64_t slot_size;
-	struct pool_map ro;
-	struct pool_map rw;
-	struct kvfs_mapent *maps; /* unordered */
-	size_t nmaps;
-	size_t maps_cap;
-	struct kvfs_wblock *writers; /* open zero-copy writers, a list */
 };
 
 struct kvfs_wblock {
@@ -138,6 +120,9 @@ void kvfs_disconnect(struct kvfs *k)
 
 	if (!k)
 		return;
+	/* copies in flight first: their slots stay referenced until the
+	 * DMA is over, which needs the connection */
+	libkvfs_gpu_close(k);
 	/* closing the connection is what releases leases, maps and
 	 * writers in the daemon (ctlproto.h); close it before the
 	 * mappings go, so no slot is reused while still mapped here */
@@ -157,7 +142,7 @@ void kvfs_disconnect(struct kvfs *k)
 /* ---- the pool mappings ---------------------------------------------- */
 
 /* map the pool file once: read-only for readers, read-write for writers */
-static int pool_map(struct kvfs *k, bool rw)
+int libkvfs_pool_map(struct kvfs *k, bool rw)
 {
 	struct pool_map *m = rw ? &k->rw : &k->ro;
 	struct stat sb;
@@ -324,7 +309,7 @@ int kvfs_map(struct kvfs *k, const char *ns, const uint8_t hash[KVFS_HASH_LEN],
 	if (kvfs_ns_valid(ns))
 		return -EINVAL;
 	/* map before asking, so a pool we may not read pins nothing */
-	rc = pool_map(k, false);
+	rc = libkvfs_pool_map(k, false);
 	if (rc)
 		return rc;
 	rc = map_req(k, ns, hash, &ref, &off, &size);
@@ -452,7 +437,7 @@ int kvfs_alloc(struct kvfs *k, const char *ns,
 
 	if (!k || !ns || !hash || !ptr || !cap || !wb || kvfs_ns_valid(ns))
 		return -EINVAL;
-	rc = pool_map(k, true);
+	rc = libkvfs_pool_map(k, true);
 	if (rc)
 		return rc;
 	w = calloc(1, sizeof(*w));

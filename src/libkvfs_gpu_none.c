@@ -1,9 +1,9 @@
 /*
- * libkvfs_gpu_none.c - the GPU calls of kvfs.h without a GPU backend.
+ * libkvfs_gpu_none.c - the GPU calls of kvfs.h in a build without CUDA.
  *
- * The CUDA implementation (register device memory once, copy between a
- * mapped block and the device without a bounce buffer) is later work; until
- * then every call says -ENOTSUP, so an engine can probe for it and fall
+ * configure found no CUDA runtime (or was told --with-cuda=no), so
+ * libkvfs_gpu_cuda.c is not compiled: every call says -ENOTSUP, whatever
+ * its arguments, so that an engine can probe for the GPU path and fall
  * back to its own copy from the kvfs_map() pointer.
  */
 #include "config.h"
@@ -11,31 +11,54 @@
 #include <errno.h>
 
 #include "kvfs.h"
+#include "libkvfs_int.h"
 
-int kvfs_gpu_register(struct kvfs *k, int device, void *dev, size_t len)
+void libkvfs_gpu_close(struct kvfs *k)
 {
-	(void)k;
-	(void)device;
-	(void)dev;
-	(void)len;
+	(void)k; /* no copy was ever started */
+}
+
+int kvfs_gpu_register(struct kvfs *k)
+{
 	return -ENOTSUP;
 }
 
-int kvfs_copy_to_device(struct kvfs *k, void *dev, const void *src, size_t len)
+int kvfs_copy_to_device(struct kvfs *k, const char *ns,
+			const uint8_t hash[KVFS_HASH_LEN], void *dev,
+			size_t cap, size_t *len, void *stream,
+			struct kvfs_copy **cp)
 {
-	(void)k;
-	(void)dev;
-	(void)src;
-	(void)len;
 	return -ENOTSUP;
 }
 
-int kvfs_copy_from_device(struct kvfs *k, void *dst, const void *dev,
-			  size_t len)
+int kvfs_copy_from_device(struct kvfs *k, const char *ns,
+			  const uint8_t hash[KVFS_HASH_LEN],
+			  const uint8_t *parent, const void *dev, size_t len,
+			  void *stream, struct kvfs_copy **cp)
 {
-	(void)k;
-	(void)dst;
-	(void)dev;
-	(void)len;
+	return -ENOTSUP;
+}
+
+int kvfs_copy_to_device_batch(struct kvfs *k, const char *ns,
+			      struct kvfs_gpu_block *blocks, size_t n,
+			      void *stream, struct kvfs_copy **cp)
+{
+	return -ENOTSUP;
+}
+
+int kvfs_copy_from_device_batch(struct kvfs *k, const char *ns,
+				const struct kvfs_gpu_block *blocks, size_t n,
+				void *stream, struct kvfs_copy **cp)
+{
+	return -ENOTSUP;
+}
+
+int kvfs_copy_wait(struct kvfs_copy *cp)
+{
+	return -ENOTSUP;
+}
+
+int kvfs_copy_poll(struct kvfs_copy *cp)
+{
 	return -ENOTSUP;
 }

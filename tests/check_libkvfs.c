@@ -338,18 +338,6 @@ START_TEST(bad_input)
 }
 END_TEST
 
-START_TEST(gpu_not_supported)
-{
-	struct kvfs *k = conn();
-	char dev[16], host[16] = {0};
-
-	ck_assert_int_eq(kvfs_gpu_register(k, 0, dev, sizeof(dev)), -ENOTSUP);
-	ck_assert_int_eq(kvfs_copy_to_device(k, dev, host, 16), -ENOTSUP);
-	ck_assert_int_eq(kvfs_copy_from_device(k, host, dev, 16), -ENOTSUP);
-	kvfs_disconnect(k);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("libkvfs");
@@ -371,7 +359,6 @@ int main(void)
 	tcase_add_test(tc, zero_copy_write);
 	tcase_add_test(tc, abort_leaves_nothing);
 	tcase_add_test(tc, bad_input);
-	tcase_add_test(tc, gpu_not_supported);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -398,6 +398,91 @@ START_TEST(test_geometry_and_reformat)
 }
 END_TEST
 
+/* what the event hook saw: op, ns and the hash's first byte */
+static struct {
+	int n;
+	int op[32];
+	uint32_t ns[32];
+	uint8_t h0[32];
+} EV;
+
+static void on_event(void *arg, enum kv_store_event ev, uint32_t ns,
+		     const uint8_t hash[KVFS_HASH_LEN])
+{
+	ck_assert_ptr_eq(arg, &EV);
+	if (EV.n < 32) {
+		EV.op[EV.n] = ev;
+		EV.ns[EV.n] = ns;
+		EV.h0[EV.n] = hash[0];
+		EV.n++;
+	}
+}
+
+static void put_block(uint8_t k)
+{
+	uint8_t h[KVFS_HASH_LEN], buf[64];
+	uint32_t wh;
+
+	tu_hash(h, k, 0);
+	h[0] = k;
+	tu_fill(buf, sizeof(buf), h);
+	ck_assert_int_eq(kv_store_create(S, NS, h, NULL, &wh), 0);
+	ck_assert_int_eq(kv_store_write(S, wh, 0, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(kv_store_seal(S, wh), 0);
+}
+
+START_TEST(test_event_hook)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	uint32_t wh;
+
+	memset(&EV, 0, sizeof(EV));
+	kv_store_set_event_hook(S, on_event, &EV);
+	put_block(1);
+	/* an aborted block was never visible: no event */
+	tu_hash(h, 2, 0);
+	h[0] = 2;
+	ck_assert_int_eq(kv_store_create(S, NS, h, NULL, &wh), 0);
+	ck_assert_int_eq(kv_store_abort(S, wh), 0);
+	ck_assert_int_eq(EV.n, 1);
+	ck_assert_int_eq(EV.op[0], KV_STORE_SEALED);
+	ck_assert_uint_eq(EV.ns[0], NS);
+	ck_assert_uint_eq(EV.h0[0], 1);
+	/* 8 slots: the ninth block evicts the LRU one, block 1 */
+	for (uint8_t k = 3; k < 11; k++)
+		put_block(k);
+	ck_assert_int_eq(EV.n, 10);
+	ck_assert_int_eq(EV.op[9], KV_STORE_SEALED);
+	ck_assert_int_eq(EV.op[8], KV_STORE_GONE);
+	ck_assert_uint_eq(EV.h0[8], 1);
+	/* evict and remove are GONE too */
+	tu_hash(h, 3, 0);
+	h[0] = 3;
+	ck_assert_int_eq(kv_store_evict(S, NS, h), 0);
+	ck_assert_int_eq(EV.op[10], KV_STORE_GONE);
+	ck_assert_uint_eq(EV.h0[10], 3);
+	tu_hash(h, 4, 0);
+	h[0] = 4;
+	ck_assert_int_eq(kv_store_remove(S, NS, h), 0);
+	ck_assert_int_eq(EV.op[11], KV_STORE_GONE);
+	ck_assert_uint_eq(EV.h0[11], 4);
+	/* unhooked: silence */
+	kv_store_set_event_hook(S, NULL, NULL);
+	put_block(20);
+	ck_assert_int_eq(EV.n, 12);
+}
+END_TEST
+
+START_TEST(test_ns_find_id)
+{
+	char name[KVFS_NS_MAX + 1];
+
+	ck_assert_int_eq(kv_store_ns_find_id(S, NS, name), 0);
+	ck_assert_str_eq(name, "m");
+	ck_assert_int_eq(kv_store_ns_find_id(S, NS + 100, name), -ENOENT);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
 	struct kv_store_config cfg = { 0 };
@@ -483,6 +568,8 @@ int main(void)
 	tcase_add_test(tc, test_stats);
 	tcase_add_test(tc, test_reopen_keeps_blocks);
 	tcase_add_test(tc, test_geometry_and_reformat);
+	tcase_add_test(tc, test_event_hook);
+	tcase_add_test(tc, test_ns_find_id);
 	tcase_add_test(tc, test_bad_args);
 	suite_add_tcase(s, tc);
 	return tu_run(s);

@@ -37,9 +37,18 @@ for row in "write\+seal" "cold read" "warm read" "mmap read"; do
 		bad "table row '$row': $(cat "$tmp/io.out")"
 	fi
 done
-[ "$(grep -Ec ' (PASS|MISS)$' "$tmp/io.out")" = 3 ] &&
-	ok "three targets, each PASS or MISS" || bad "three targets"
-grep -Eq '^[0-3] of 3 targets met\.$' "$tmp/io.out" && ok "targets line" ||
+[ "$(grep -Ec ' (PASS|MISS)$' "$tmp/io.out")" = 4 ] &&
+	ok "four targets, each PASS or MISS" || bad "four targets"
+for row in kvfs_map memcpy "read\(\)"; do
+	if grep -Eq "^$row +[0-9]+\.[0-9]+  [a-z]" "$tmp/io.out"; then
+		ok "map path row '$row'"
+	else
+		bad "map path row '$row': $(cat "$tmp/io.out")"
+	fi
+done
+grep -Eq '^ratio map/memcpy [0-9.]+x, target >= 0\.9x: (PASS|MISS)$' \
+	"$tmp/io.out" && ok "map/memcpy ratio line" || bad "map ratio line"
+grep -Eq '^[0-4] of 4 targets met\.$' "$tmp/io.out" && ok "targets line" ||
 	bad "targets line"
 grep -q 'posix_fadvise(DONTNEED)' "$tmp/io.out" &&
 	ok "says how the cold read was made cold" || bad "cold method"
@@ -64,6 +73,11 @@ for op in ("write_seal", "cold_read", "warm_read", "mmap_read"):
     assert r["ratio"] > 0, op
     assert (r["target"] is None) == (op == "mmap_read"), op
     assert r["pass"] in (True, False, None), op
+m = doc["map"]
+assert m["map_gb_s"] > 0 and m["memcpy_gb_s"] > 0 and m["read_gb_s"] > 0, m
+assert m["baseline"] == "memcpy" and m["target"] == 0.9, m
+assert abs(m["ratio"] - m["map_gb_s"] / m["memcpy_gb_s"]) < 0.01, m
+assert isinstance(m["pass"], bool)
 assert isinstance(doc["pass"], bool)
 EOF
 		ok "io JSON has every op with positive rates"

@@ -1,0 +1,347 @@
+/*
+ * kvfsd_cluster_ev.c - the block-event stream to the conductor
+ * (--conductor HOST:PORT), in the wire format of sched/event.h.
+ *
+ * The store's event hook (under the store lock) only appends to a ring;
+ * one thread connects, sends RESET and an INSERT of every local block (a
+ * resync), then drains the ring in frames of one namespace each.  A ring
+ * that overflows, or a connection that breaks, costs a reconnect and a
+ * resync: events are hints, and the resync makes the conductor right
+ * again.  The conductor's node number is the --node-id, which must then
+ * be a number below 65536.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "event.h"
+#include "kvfsd_cluster_int.h"
+#include "log.h"
+
+#define EV_RING 65536u		/* events queued between sends */
+#define EV_BATCH 1024u		/* records per frame */
+#define EV_RETRY_MS 1000
+#define EV_IO_TIMEOUT_MS 5000
+
+struct ev_item {
+	uint8_t op;
+	uint32_t ns;
+	uint8_t hash[KVFS_HASH_LEN];
+};
+
+struct cl_ev {
+	struct kvfsd_cluster *c;
+	char host[256], port[16];
+	uint16_t node;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stop;
+	bool overflow;		/* events were lost: resync */
+	struct ev_item *ring;
+	uint32_t head, len;
+	uint64_t seq;
+	int fd;
+};
+
+static void hook(void *arg, enum kv_store_event e, uint32_t ns,
+		 const uint8_t hash[KVFS_HASH_LEN])
+{
+	struct cl_ev *ev = arg;
+	struct ev_item *it;
+
+	pthread_mutex_lock(&ev->lock);
+	if (ev->len == EV_RING) {
+		ev->overflow = true;
+	} else {
+		it = &ev->ring[(ev->head + ev->len) % EV_RING];
+		it->op = e == KV_STORE_SEALED ? SCHED_EV_INSERT
+					      : SCHED_EV_EVICT;
+		it->ns = ns;
+		memcpy(it->hash, hash, KVFS_HASH_LEN);
+		ev->len++;
+		pthread_cond_signal(&ev->wake);
+	}
+	pthread_mutex_unlock(&ev->lock);
+}
+
+static int ev_connect(struct cl_ev *ev)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai, *p;
+	int fd = -1, rc;
+
+	rc = getaddrinfo(ev->host, ev->port, &hints, &ai);
+	if (rc != 0)
+		return -EHOSTUNREACH;
+	for (p = ai; p; p = p->ai_next) {
+		fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		return -ECONNREFUSED;
+	{
+		struct timeval tv = { .tv_sec = EV_IO_TIMEOUT_MS / 1000 };
+
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
+	ev->fd = fd;
+	ev->seq = 0;
+	return 0;
+}
+
+static int send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int send_frame(struct cl_ev *ev, const char *ns,
+		      const struct sched_ev_rec *recs, uint32_t n)
+{
+	size_t cap = sched_ev_frame_size(strlen(ns), n);
+	void *buf = malloc(cap);
+	long len;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	len = sched_ev_encode(buf, cap, ev->node, ev->seq, ns, recs, n);
+	rc = len < 0 ? (int)len : send_all(ev->fd, buf, (size_t)len);
+	free(buf);
+	if (rc == 0)
+		ev->seq++;
+	return rc;
+}
+
+/* RESET, then every local block */
+static int resync(struct cl_ev *ev)
+{
+	struct kvfsd_cluster *c = ev->c;
+	struct sched_ev_rec *recs = calloc(EV_BATCH, sizeof(*recs));
+	struct ns_list_view v;
+	uint64_t total = 0;
+	int rc;
+
+	if (!recs)
+		return -ENOMEM;
+	memset(&v, 0, sizeof(v));
+	/* the events queued so far are in the walk below */
+	pthread_mutex_lock(&ev->lock);
+	ev->len = 0;
+	ev->overflow = false;
+	pthread_mutex_unlock(&ev->lock);
+	recs[0].op = SCHED_EV_RESET;
+	rc = send_frame(ev, "-", recs, 1);
+	if (rc == 0)
+		rc = cl_ns_list(c, &v);
+	for (size_t i = 0; rc == 0 && i < v.n; i++) {
+		uint64_t cursor = 0;
+		struct kv_block_info bi;
+		uint32_t n = 0;
+
+		while (rc == 0 && kv_store_ns_next(c->st, v.id[i], &cursor,
+						   recs[n].hash, &bi) == 1) {
+			recs[n++].op = SCHED_EV_INSERT;
+			if (n == EV_BATCH) {
+				rc = send_frame(ev, v.name[i], recs, n);
+				total += n;
+				n = 0;
+			}
+		}
+		if (rc == 0 && n)
+			rc = send_frame(ev, v.name[i], recs, n);
+		total += n;
+	}
+	cl_ns_list_free(&v);
+	free(recs);
+	if (rc == 0)
+		kvfs_info("conductor %s:%s: resync of %llu blocks sent",
+			  ev->host, ev->port, (unsigned long long)total);
+	return rc;
+}
+
+static int ns_name(struct kvfsd_cluster *c, uint32_t id, char *name)
+{
+	return kv_store_ns_find_id(c->st, id, name);
+}
+
+/* send what the ring holds, grouped by namespace in order */
+static int drain(struct cl_ev *ev, struct sched_ev_rec *recs)
+{
+	char name[KVFS_NS_MAX + 1];
+
+	for (;;) {
+		uint32_t n = 0, ns;
+
+		pthread_mutex_lock(&ev->lock);
+		if (ev->overflow) {
+			pthread_mutex_unlock(&ev->lock);
+			return -ENOBUFS;
+		}
+		if (!ev->len) {
+			pthread_mutex_unlock(&ev->lock);
+			return 0;
+		}
+		ns = ev->ring[ev->head].ns;
+		while (ev->len && n < EV_BATCH &&
+		       ev->ring[ev->head].ns == ns) {
+			recs[n].op = ev->ring[ev->head].op;
+			memcpy(recs[n].hash, ev->ring[ev->head].hash,
+			       KVFS_HASH_LEN);
+			n++;
+			ev->head = (ev->head + 1) % EV_RING;
+			ev->len--;
+		}
+		pthread_mutex_unlock(&ev->lock);
+		/* a namespace removed meanwhile: its blocks went with it */
+		if (ns_name(ev->c, ns, name) < 0)
+			continue;
+		if (send_frame(ev, name, recs, n) < 0)
+			return -EPIPE;
+	}
+}
+
+static void *ev_main(void *arg)
+{
+	struct cl_ev *ev = arg;
+	struct sched_ev_rec *recs = calloc(EV_BATCH, sizeof(*recs));
+	bool warned = false;
+
+	if (!recs)
+		return NULL;
+	pthread_mutex_lock(&ev->lock);
+	while (!ev->stop) {
+		struct timespec ts;
+		int rc = 0;
+
+		pthread_mutex_unlock(&ev->lock);
+		if (ev->fd < 0) {
+			rc = ev_connect(ev);
+			if (rc == 0)
+				rc = resync(ev);
+			if (rc < 0 && !warned)
+				kvfs_warn("conductor %s:%s: %s (retrying)",
+					  ev->host, ev->port, strerror(-rc));
+			warned = rc < 0;
+		}
+		if (rc == 0)
+			rc = drain(ev, recs);
+		if (rc < 0 && ev->fd >= 0) {
+			close(ev->fd);
+			ev->fd = -1;
+		}
+		pthread_mutex_lock(&ev->lock);
+		if (ev->stop)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += rc < 0 ? EV_RETRY_MS / 1000 : 1;
+		if (rc < 0 || !ev->len)
+			pthread_cond_timedwait(&ev->wake, &ev->lock, &ts);
+	}
+	pthread_mutex_unlock(&ev->lock);
+	free(recs);
+	return NULL;
+}
+
+int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
+{
+	struct cl_ev *ev = calloc(1, sizeof(*ev));
+	const char *colon = strrchr(addr, ':');
+	char *end;
+	unsigned long node = strtoul(c->node_id, &end, 10);
+	int rc;
+
+	if (!ev)
+		return -ENOMEM;
+	if (*end || end == c->node_id || node > 65535) {
+		kvfs_err("--conductor needs a numeric --node-id (0..65535), "
+			 "not \"%s\": it is the conductor's node number",
+			 c->node_id);
+		free(ev);
+		return -EINVAL;
+	}
+	if (!colon || colon == addr || !colon[1] ||
+	    (size_t)(colon - addr) >= sizeof(ev->host) ||
+	    strlen(colon + 1) >= sizeof(ev->port)) {
+		kvfs_err("--conductor %s: expected HOST:PORT", addr);
+		free(ev);
+		return -EINVAL;
+	}
+	ev->ring = calloc(EV_RING, sizeof(*ev->ring));
+	if (!ev->ring) {
+		free(ev);
+		return -ENOMEM;
+	}
+	memcpy(ev->host, addr, (size_t)(colon - addr));
+	if (ev->host[0] == '[') { /* [v6]:port */
+		size_t l = strlen(ev->host);
+
+		memmove(ev->host, ev->host + 1, l);
+		if (l > 1 && ev->host[l - 2] == ']')
+			ev->host[l - 2] = '\0';
+	}
+	snprintf(ev->port, sizeof(ev->port), "%s", colon + 1);
+	ev->c = c;
+	ev->node = (uint16_t)node;
+	ev->fd = -1;
+	pthread_mutex_init(&ev->lock, NULL);
+	pthread_cond_init(&ev->wake, NULL);
+	kv_store_set_event_hook(c->st, hook, ev);
+	rc = -pthread_create(&ev->thread, NULL, ev_main, ev);
+	if (rc < 0) {
+		kv_store_set_event_hook(c->st, NULL, NULL);
+		free(ev->ring);
+		free(ev);
+		return rc;
+	}
+	c->ev = ev;
+	return 0;
+}
+
+void cl_ev_stop(struct kvfsd_cluster *c)
+{
+	struct cl_ev *ev = c->ev;
+
+	if (!ev)
+		return;
+	kv_store_set_event_hook(c->st, NULL, NULL);
+	pthread_mutex_lock(&ev->lock);
+	ev->stop = true;
+	pthread_cond_signal(&ev->wake);
+	pthread_mutex_unlock(&ev->lock);
+	pthread_join(ev->thread, NULL);
+	if (ev->fd >= 0)
+		close(ev->fd);
+	pthread_mutex_destroy(&ev->lock);
+	pthread_cond_destroy(&ev->wake);
+	free(ev->ring);
+	free(ev);
+	c->ev = NULL;
+}

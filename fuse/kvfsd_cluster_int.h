@@ -1,0 +1,67 @@
+/*
+ * kvfsd_cluster_int.h - private to fuse/kvfsd_cluster*.c.
+ */
+#ifndef KVFS_FUSE_CLUSTER_INT_H
+#define KVFS_FUSE_CLUSTER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "kvfsd_cluster.h"
+#include "cluster.h"
+
+struct job;
+struct inflight;
+struct cl_ev;
+
+struct kvfsd_cluster {
+	struct kv_store *st;
+	struct kv_xfer *xf;
+	struct kv_cluster *cl;
+	struct kvfs_fs *fs;	/* under lock */
+	char node_id[KV_NODE_ID_MAX + 1];
+	unsigned replicas;
+	unsigned repair_rate;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;	/* a job was queued, or stopping */
+	pthread_cond_t idle;	/* a job finished */
+	pthread_cond_t fetched;	/* an inflight fetch finished */
+	pthread_cond_t hk_wake;	/* membership moved, or stopping */
+	bool stopping;
+	struct job *jobs, **jobs_tail;
+	size_t njobs;
+	unsigned busy;
+	struct inflight *inflight;
+
+	pthread_t repl[2];
+	int nrepl;
+	pthread_t hk;
+	bool hk_running;
+	uint64_t epoch_seen;	/* housekeeping thread only */
+	size_t ns_published;	/* namespaces at the last publish */
+	uint64_t ns_publish_due; /* monotonic ns of the next one anyway */
+	atomic_uint_fast64_t pushed;
+
+	struct cl_ev *ev;	/* kvfsd_cluster_ev.c: the conductor stream */
+};
+
+/* a snapshot of the store's namespaces */
+struct ns_list_view {
+	char (*name)[KVFS_NS_MAX + 1];
+	uint32_t *id, *bt;
+	size_t n, cap;
+};
+int cl_ns_list(struct kvfsd_cluster *c, struct ns_list_view *v);
+void cl_ns_list_free(struct ns_list_view *v);
+
+long cl_home(struct kvfsd_cluster *c, const char *ns,
+	     const uint8_t hash[KVFS_HASH_LEN], struct kv_node_info **nodes,
+	     size_t *home, size_t *nhome);
+
+/* kvfsd_cluster_ev.c */
+int cl_ev_start(struct kvfsd_cluster *c, const char *addr);
+void cl_ev_stop(struct kvfsd_cluster *c);
+
+#endif /* KVFS_FUSE_CLUSTER_INT_H */

@@ -1,0 +1,127 @@
+/*
+ * cluster_int.h - private to kvstore/cluster*.c: a small etcd v3 client.
+ *
+ * etcd is reached through its JSON gateway (grpc-gateway, POST
+ * /v3/<service>/<call>, a JSON body, a JSON reply).  In that API keys and
+ * values are base64 and 64-bit integers (lease ids, revisions, TTLs) are
+ * decimal strings.  Errors come back as an HTTP status with
+ * {"error", "message", "code"} where code is a gRPC status.
+ *
+ * Every request has a connect timeout (ETCD_CONNECT_MS) and an overall
+ * one (etcd->timeout_ms); the watch has both too and is simply started
+ * again when its time is up, so no call here blocks for long.
+ *
+ * One struct etcd is one connection (curl easy handle), used by one
+ * thread at a time: the cluster gives each of its threads its own.  When a
+ * call fails, etcd->err holds a one-line reason ("cannot reach etcd at
+ * http://127.0.0.1:2379: Connection refused"); the caller decides whether
+ * and how loudly to log it, because the keepalive thread retrying every
+ * ttl/3 must not flood the log.
+ *
+ * Calls return 0 or a negative errno:
+ *   -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENETUNREACH, -ECONNRESET:
+ *                 etcd could not be reached or dropped the connection
+ *   -ENOENT       gRPC NOT_FOUND (a lease etcd does not know), or no key
+ *   -EEXIST       etcd_create: the key exists
+ *   -EPROTO       the reply was not what the API promises
+ *   -EIO          any other error etcd reported (etcd->err says which)
+ */
+#ifndef KVFS_CLUSTER_INT_H
+#define KVFS_CLUSTER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#define ETCD_ENDPOINT_MAX 300 /* "http://" HOST ":" PORT, NUL included */
+#define ETCD_CONNECT_MS 1000L
+#define ETCD_TIMEOUT_MS 2000L	   /* a unary request, reply included */
+#define ETCD_WATCH_MS 30000L	   /* one watch stream, then a fresh one */
+#define ETCD_REPLY_MAX (16u << 20) /* a reply larger than this is -EPROTO */
+
+struct etcd {
+	char endpoint[ETCD_ENDPOINT_MAX];
+	CURL *h; /* kept: the connection is reused */
+	struct curl_slist *hdr;
+	long timeout_ms;
+	char curl_err[CURL_ERROR_SIZE]; /* curl's words, for err */
+	char err[512];			/* reason of the last failure */
+};
+
+/* -ENOMEM; endpoint is "http://HOST:PORT" */
+int etcd_init(struct etcd *e, const char *endpoint, long timeout_ms);
+void etcd_release(struct etcd *e);
+
+/* a lease of ttl_s seconds: its id, and the TTL etcd granted (which may
+ * be longer: etcd has a minimum) */
+int etcd_lease_grant(struct etcd *e, uint32_t ttl_s, int64_t *id,
+		     int64_t *granted);
+/* one keepalive: *ttl is the TTL left, 0 when the lease is gone */
+int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl);
+/* -ENOENT when etcd does not know the lease (already expired) */
+int etcd_lease_revoke(struct etcd *e, int64_t id);
+
+/*
+ * Put key -> val only if key does not exist (a txn comparing its
+ * create_revision with 0), attached to lease (0: none).  -EEXIST when it
+ * exists; then, if old is not NULL, *old (malloc'd, NUL-terminated) and
+ * *oldlen are its value.
+ */
+int etcd_create(struct etcd *e, const char *key, const void *val, size_t vlen,
+		int64_t lease, char **old, size_t *oldlen);
+/* value of one key: *val malloc'd and NUL-terminated; -ENOENT */
+int etcd_get(struct etcd *e, const char *key, char **val, size_t *vlen);
+
+/* one key of a range; the strings are NUL-terminated and live only
+ * during the call.  A nonzero return stops the walk and is returned. */
+typedef int (*etcd_kv_fn)(const char *key, size_t klen, const char *val,
+			  size_t vlen, void *arg);
+/* every key that starts with prefix, in key order; *rev: the store's
+ * revision the range saw (the watch starts after it) */
+int etcd_range_prefix(struct etcd *e, const char *prefix, etcd_kv_fn fn,
+		      void *arg, int64_t *rev);
+
+/*
+ * A watch on a prefix: a streaming POST /v3/watch driven through a curl
+ * multi handle, so that the watcher thread waits on the stream and on
+ * etcd_watch_wakeup() at once and stops promptly.
+ */
+struct etcd_watch {
+	char endpoint[ETCD_ENDPOINT_MAX];
+	CURLM *m;
+	CURL *h; /* NULL: no stream running */
+	struct curl_slist *hdr;
+	json_tokener *tok; /* the stream is JSON objects back to back */
+	int http_checked;  /* the status was looked at (first bytes) */
+	unsigned events;   /* messages with events since the last wait */
+	int ended;	   /* 0, or why the stream is over (< 0) */
+	char curl_err[CURL_ERROR_SIZE];
+	char err[512];
+};
+
+int etcd_watch_init(struct etcd_watch *w);
+void etcd_watch_release(struct etcd_watch *w);
+/* start streaming changes under prefix from revision start_rev on */
+int etcd_watch_start(struct etcd_watch *w, const char *endpoint,
+		     const char *prefix, int64_t start_rev);
+/* drop the stream (if any) */
+void etcd_watch_end(struct etcd_watch *w);
+/*
+ * Wait up to timeout_ms for the stream (or just sleep when there is
+ * none).  Returns 1 when changes arrived, 0 when none did (timeout or
+ * wakeup), or a negative errno when the stream is over: it ended, failed,
+ * ran ETCD_WATCH_MS, or etcd canceled it (compaction); w->err says why.
+ * The caller then ranges again and starts a new one.
+ */
+int etcd_watch_wait(struct etcd_watch *w, int timeout_ms);
+/* make a wait in another thread return now; safe from any thread */
+void etcd_watch_wakeup(struct etcd_watch *w);
+
+/* base64 (standard alphabet, padded), as etcd's JSON carries bytes */
+char *etcd_b64(const void *data, size_t len);
+/* decoded bytes, NUL-terminated, malloc'd; NULL when s is not base64 */
+char *etcd_unb64(const char *s, size_t *len);
+
+#endif /* KVFS_CLUSTER_INT_H */

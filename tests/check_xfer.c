@@ -1,0 +1,645 @@
+/*
+ * check_xfer.c - kvstore/xfer.h: two stores, two engines on 127.0.0.1 in
+ * one process, and fake peers that stall, lie or babble.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "auth.h"
+#include "probe.h"
+#include "testutil.h"
+#include "wire.h"
+#include "xfer.h"
+
+#define SLOT 8192
+#define NSLOTS 64
+#define TMO 600		/* ms: the engines' timeout in most tests */
+
+static const uint8_t SECRET[] = "test-cluster-secret-0123456789";
+static const uint8_t WRONG[] = "not-the-cluster-secret-987654321";
+
+static struct tu_paths PA, PB;
+static struct kv_store *SA, *SB;	/* A serves, B asks */
+static struct kv_xfer *XA, *XB;
+static uint32_t NSA;
+static char PEER[64];
+static int inserted;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void on_insert(void *arg, const char *ns, const uint8_t *hash)
+{
+	__atomic_fetch_add(&inserted, 1, __ATOMIC_RELAXED);
+}
+
+static struct kv_xfer *engine(struct kv_store *st, const char *listen,
+			      const uint8_t *secret, uint32_t tmo)
+{
+	struct kv_xfer_config cfg = {
+		.store = st,
+		.listen = listen,
+		.secret = secret,
+		.secret_len = 30,
+		.transport = KV_TRANSPORT_TCP,
+		.timeout_ms = tmo,
+		.on_insert = on_insert,
+	};
+	struct kv_xfer *x = NULL;
+
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), 0);
+	return x;
+}
+
+static void setup(void)
+{
+	tu_paths(&PA);
+	tu_paths(&PB);
+	SA = tu_open(&PA, SLOT, NSLOTS);
+	SB = tu_open(&PB, SLOT, NSLOTS);
+	ck_assert_int_eq(kv_store_ns_create(SA, "m", 16, &NSA), 0);
+	XA = engine(SA, "127.0.0.1:0", SECRET, TMO);
+	XB = engine(SB, NULL, SECRET, TMO);
+	ck_assert_int_gt(kv_xfer_port(XA), 0);
+	ck_assert_int_eq(kv_xfer_port(XB), 0);
+	ck_assert_str_eq(kv_xfer_transport(XA), "tcp");
+	snprintf(PEER, sizeof(PEER), "127.0.0.1:%d", kv_xfer_port(XA));
+	inserted = 0;
+}
+
+static void teardown(void)
+{
+	kv_xfer_close(XB);
+	kv_xfer_close(XA);
+	kv_store_close(SB);
+	kv_store_close(SA);
+}
+
+static size_t blen(uint32_t i)
+{
+	return 100 + (i * 997) % (SLOT - 100);
+}
+
+START_TEST(test_fetch)
+{
+	uint8_t h[KVFS_HASH_LEN], p[KVFS_HASH_LEN];
+	struct kv_block_info ba, bb;
+	struct kv_xfer_stats xs;
+	uint32_t nsb, bt;
+
+	tu_hash(p, 0, 7);
+	tu_hash(h, 1, 7);
+	ck_assert_int_eq(tu_put_block(SA, NSA, h, p, SLOT), 0);
+	ck_assert_int_eq(kv_xfer_ping(XB, PEER), 0);
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
+	ck_assert_int_eq(kv_store_ns_find(SB, "m", &nsb, &bt), 0);
+	ck_assert_uint_eq(bt, 16);
+	ck_assert(tu_verify(SB, nsb, h, SLOT));
+	ck_assert_int_eq(kv_store_stat(SA, NSA, h, &ba), 0);
+	ck_assert_int_eq(kv_store_stat(SB, nsb, h, &bb), 0);
+	ck_assert_uint_eq(ba.checksum, bb.checksum);
+	ck_assert(bb.has_parent);
+	ck_assert_mem_eq(bb.parent, p, KVFS_HASH_LEN);
+	/* already local: no round trip */
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
+	kv_xfer_stats(XB, &xs);
+	ck_assert_uint_eq(xs.fetches, 1);
+	ck_assert_uint_eq(xs.fetch_bytes, SLOT);
+	ck_assert_uint_eq(xs.conns, 1);
+	kv_xfer_stats(XA, &xs);
+	ck_assert_uint_eq(xs.served, 2);
+	ck_assert_uint_eq(xs.served_bytes, SLOT);
+	ck_assert_uint_eq(xs.auth_failures, 0);
+	kv_xfer_forget(XB, PEER);
+	kv_xfer_stats(XB, &xs);
+	ck_assert_uint_eq(xs.conns, 0);
+	ck_assert_int_eq(kv_xfer_ping(XB, PEER), 0);	/* dials again */
+}
+END_TEST
+
+START_TEST(test_fetch_many)
+{
+	enum { N = 48 };
+	uint8_t h[N + 1][KVFS_HASH_LEN];
+	int res[N + 1];
+	uint32_t nsb, bt;
+
+	for (uint32_t i = 0; i < N + 1; i++) {
+		tu_hash(h[i], i, 3);
+		if (i < N)
+			ck_assert_int_eq(tu_put_block(SA, NSA, h[i],
+						      i ? h[i - 1] : NULL,
+						      blen(i)), 0);
+	}
+	ck_assert_int_eq(kv_xfer_fetch_many(XB, PEER, "m",
+					    (const uint8_t(*)[32])h, N + 1,
+					    res), N);
+	ck_assert_int_eq(kv_store_ns_find(SB, "m", &nsb, &bt), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		ck_assert_int_eq(res[i], 0);
+		ck_assert(tu_verify(SB, nsb, h[i], blen(i)));
+	}
+	ck_assert_int_eq(res[N], -ENOENT);
+	/* from several threads at once over the one connection */
+	ck_assert_int_eq(kv_xfer_fetch_many(XB, PEER, "m",
+					    (const uint8_t(*)[32])h, N, res),
+			 N);
+}
+END_TEST
+
+START_TEST(test_push_has)
+{
+	uint8_t h[KVFS_HASH_LEN], p[KVFS_HASH_LEN], miss[KVFS_HASH_LEN];
+	struct kv_block_info bi;
+	uint32_t nsb, nsx, bt;
+
+	tu_hash(p, 10, 5);
+	tu_hash(h, 11, 5);
+	tu_hash(miss, 12, 5);
+	ck_assert_int_eq(kv_store_ns_create(SB, "fresh", 32, &nsb), 0);
+	ck_assert_int_eq(tu_put_block(SB, nsb, h, p, 5000), 0);
+	ck_assert_int_eq(kv_xfer_has(XB, PEER, "fresh", h), 0);
+	ck_assert_int_eq(kv_xfer_push(XB, PEER, "fresh", h), 0);
+	ck_assert_int_eq(kv_xfer_has(XB, PEER, "fresh", h), 1);
+	ck_assert_int_eq(kv_xfer_has(XB, PEER, "fresh", miss), 0);
+	ck_assert_int_eq(kv_xfer_has(XB, PEER, "nosuch", miss), 0);
+	ck_assert_int_eq(inserted, 1);
+	/* the receiver made the namespace with the sender's block_tokens */
+	ck_assert_int_eq(kv_store_ns_find(SA, "fresh", &nsx, &bt), 0);
+	ck_assert_uint_eq(bt, 32);
+	ck_assert(tu_verify(SA, nsx, h, 5000));
+	ck_assert_int_eq(kv_store_stat(SA, nsx, h, &bi), 0);
+	ck_assert(bi.has_parent);
+	ck_assert_mem_eq(bi.parent, p, KVFS_HASH_LEN);
+	/* again: the peer has it, still 0, nothing sealed twice */
+	ck_assert_int_eq(kv_xfer_push(XB, PEER, "fresh", h), 0);
+	ck_assert_int_eq(inserted, 1);
+	ck_assert_int_eq(kv_xfer_push(XB, PEER, "fresh", miss), -ENOENT);
+	ck_assert_int_eq(kv_xfer_push(XB, PEER, "nosuch", h), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_missing)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	struct kv_xfer_stats xs;
+
+	tu_hash(h, 1, 9);
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), -ENOENT);
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "nosuch", h), -ENOENT);
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "", h), -EINVAL);
+	ck_assert_int_eq(kv_xfer_fetch(XB, "nonsense", "m", h), -EINVAL);
+	kv_xfer_stats(XB, &xs);
+	ck_assert_uint_ge(xs.fetch_errors, 2);
+	/* nobody listens there */
+	{
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		socklen_t sl = sizeof(sa);
+		char peer[64];
+
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)),
+				 0);
+		getsockname(fd, (struct sockaddr *)&sa, &sl);
+		snprintf(peer, sizeof(peer), "127.0.0.1:%d",
+			 ntohs(sa.sin_port));
+		ck_assert_int_eq(kv_xfer_fetch(XB, peer, "m", h),
+				 -ECONNREFUSED);
+		close(fd);
+	}
+}
+END_TEST
+
+START_TEST(test_wrong_secret)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	struct kv_xfer_stats xs;
+	struct kv_xfer *bad;
+	uint32_t nsb, bt;
+
+	tu_hash(h, 1, 4);
+	ck_assert_int_eq(tu_put_block(SA, NSA, h, NULL, 300), 0);
+	bad = engine(SB, NULL, WRONG, TMO);
+	ck_assert_int_eq(kv_xfer_fetch(bad, PEER, "m", h), -EACCES);
+	ck_assert_int_eq(kv_xfer_has(bad, PEER, "m", h), -EACCES);
+	ck_assert_int_eq(kv_xfer_ping(bad, PEER), -EACCES);
+	kv_xfer_close(bad);
+	ck_assert_int_eq(kv_store_ns_find(SB, "m", &nsb, &bt), -ENOENT);
+	/* the server counted the refusals and served nothing; it sees the
+	 * client hang up on its own thread, so give it up to 5 s */
+	for (int i = 0; i < 500; i++) {
+		kv_xfer_stats(XA, &xs);
+		if (xs.auth_failures >= 1)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(xs.served, 0);
+	ck_assert_uint_eq(xs.served_bytes, 0);
+	ck_assert_uint_ge(xs.auth_failures, 1);
+	/* and a server without the secret is refused by a client */
+	bad = engine(SB, "127.0.0.1:0", WRONG, TMO);
+	{
+		char peer[64];
+
+		snprintf(peer, sizeof(peer), "127.0.0.1:%d",
+			 kv_xfer_port(bad));
+		ck_assert_int_eq(kv_xfer_ping(XA, peer), -EACCES);
+	}
+	kv_xfer_close(bad);
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
+}
+END_TEST
+
+/* ---- fake peers ---------------------------------------------------- */
+
+enum fake_mode {
+	FAKE_SILENT,		/* accept, say nothing */
+	FAKE_AUTH_SILENT,	/* authenticate, then never answer */
+	FAKE_GARBAGE,		/* authenticate, answer with garbage */
+	FAKE_TRUNCATED,		/* GET_OK with half the data, then stall */
+	FAKE_BAD_CRC,		/* GET_OK whose crc is wrong */
+};
+
+struct fake {
+	int lfd;
+	int port;
+	enum fake_mode mode;
+	pthread_t t;
+	volatile int quit;
+};
+
+static int rd(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = recv(fd, (uint8_t *)buf + got, len - got, 0);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int rd_msg(int fd, struct kv_wire_msg *m)
+{
+	uint8_t hb[KV_WIRE_HDR_LEN], meta[KV_WIRE_META_MAX];
+	struct kv_wire_hdr h;
+
+	if (rd(fd, hb, sizeof(hb)) || kv_wire_hdr_decode(hb, sizeof(hb), &h) ||
+	    rd(fd, meta, h.meta_len) ||
+	    kv_wire_decode(&h, meta, h.meta_len, m))
+		return -1;
+	return 0;
+}
+
+static void wr_msg(int fd, const struct kv_wire_msg *m)
+{
+	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
+	long n = kv_wire_encode(m, buf, sizeof(buf));
+
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(send(fd, buf, (size_t)n, MSG_NOSIGNAL), n);
+}
+
+/* the server's half of the handshake, done by hand */
+static int fake_auth(int fd)
+{
+	struct kv_wire_msg in, out;
+	struct kv_auth a;
+
+	kv_auth_init(&a, KV_AUTH_SERVER, SECRET, 30);
+	if (rd_msg(fd, &in) || kv_auth_server_challenge(&a, &in, &out))
+		return -1;
+	wr_msg(fd, &out);
+	if (rd_msg(fd, &in) || kv_auth_server_verify(&a, &in))
+		return -1;
+	memset(&out, 0, sizeof(out));
+	out.type = KV_WIRE_AUTH_OK;
+	out.transports = KV_WIRE_TP_TCP;
+	wr_msg(fd, &out);
+	return 0;
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	struct kv_wire_msg m, out;
+	uint8_t buf[SLOT];
+	int fd;
+
+	fd = accept(f->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	if (f->mode != FAKE_SILENT && fake_auth(fd) == 0 &&
+	    rd_msg(fd, &m) == 0) {
+		memset(&out, 0, sizeof(out));
+		out.type = KV_WIRE_GET_OK;
+		out.id = m.id;
+		out.size = sizeof(buf);
+		out.block_tokens = 16;
+		memset(buf, 0x42, sizeof(buf));
+		out.crc = 0x12345678;
+		switch (f->mode) {
+		case FAKE_GARBAGE:
+			send(fd, "KVXF\x01garbage-garbage-garbage", 29,
+			     MSG_NOSIGNAL);
+			break;
+		case FAKE_TRUNCATED:
+			wr_msg(fd, &out);
+			send(fd, buf, sizeof(buf) / 2, MSG_NOSIGNAL);
+			break;
+		case FAKE_BAD_CRC:
+			wr_msg(fd, &out);
+			send(fd, buf, sizeof(buf), MSG_NOSIGNAL);
+			break;
+		default:
+			break;
+		}
+	}
+	while (!f->quit) {	/* hold the connection open, say nothing */
+		struct timespec ts = { 0, 20000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	close(fd);
+	return NULL;
+}
+
+static void fake_start(struct fake *f, enum fake_mode mode)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+
+	memset(f, 0, sizeof(*f));
+	f->mode = mode;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(f->lfd, 0);
+	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(f->lfd, 4), 0);
+	getsockname(f->lfd, (struct sockaddr *)&sa, &sl);
+	f->port = ntohs(sa.sin_port);
+	ck_assert_int_eq(pthread_create(&f->t, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	f->quit = 1;
+	shutdown(f->lfd, SHUT_RDWR);
+	pthread_join(f->t, NULL);
+	close(f->lfd);
+}
+
+static int fetch_fake(struct fake *f, uint64_t *ms)
+{
+	uint8_t h[KVFS_HASH_LEN];
+	char peer[64];
+	uint64_t t0 = now_ms();
+	int rc;
+
+	tu_hash(h, 5, 5);
+	snprintf(peer, sizeof(peer), "127.0.0.1:%d", f->port);
+	rc = kv_xfer_fetch(XB, peer, "m", h);
+	*ms = now_ms() - t0;
+	return rc;
+}
+
+START_TEST(test_timeout)
+{
+	static const enum fake_mode modes[] = {
+		FAKE_SILENT, FAKE_AUTH_SILENT, FAKE_TRUNCATED,
+	};
+	struct kv_store_stats ss;
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct fake f;
+		uint64_t ms;
+
+		fake_start(&f, modes[i]);
+		ck_assert_int_eq(fetch_fake(&f, &ms), -ETIMEDOUT);
+		ck_assert_msg(ms >= TMO - 50 && ms < TMO + 1000,
+			      "mode %d: %llu ms", modes[i],
+			      (unsigned long long)ms);
+		fake_stop(&f);
+	}
+	/* the half-received block was aborted, its slot freed */
+	kv_store_stats(SB, &ss);
+	ck_assert_uint_eq(ss.slots_free, NSLOTS);
+	ck_assert_uint_eq(ss.total.blocks, 0);
+}
+END_TEST
+
+START_TEST(test_bad_reply)
+{
+	struct kv_store_stats ss;
+	struct kv_xfer_stats xs;
+	struct fake f;
+	uint64_t ms;
+
+	fake_start(&f, FAKE_GARBAGE);
+	ck_assert_int_eq(fetch_fake(&f, &ms), -EBADMSG);
+	ck_assert_uint_lt(ms, TMO);
+	fake_stop(&f);
+	kv_xfer_stats(XB, &xs);
+	ck_assert_uint_eq(xs.bad_frames, 1);
+
+	fake_start(&f, FAKE_BAD_CRC);
+	ck_assert_int_eq(fetch_fake(&f, &ms), -EBADMSG);
+	fake_stop(&f);
+	kv_store_stats(SB, &ss);
+	ck_assert_uint_eq(ss.total.blocks, 0);
+	ck_assert_uint_eq(ss.slots_free, NSLOTS);
+}
+END_TEST
+
+static int dial(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((uint16_t)port);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* 1 when the server hung up on fd within a second */
+static int hung_up(int fd)
+{
+	struct timeval tv = { 1, 0 };
+	char c;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (recv(fd, &c, 1, 0) > 0)
+		;
+	return errno != EAGAIN;
+}
+
+START_TEST(test_garbage_peer)
+{
+	uint8_t h[KVFS_HASH_LEN], junk[4096];
+	struct kv_wire_msg in, out;
+	struct kv_xfer_stats xs;
+	struct kv_auth a;
+	int fd;
+
+	tu_hash(h, 1, 6);
+	ck_assert_int_eq(tu_put_block(SA, NSA, h, NULL, 1000), 0);
+	tu_fill(junk, sizeof(junk), h);
+
+	/* garbage instead of a HELLO */
+	fd = dial(kv_xfer_port(XA));
+	send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+	ck_assert(hung_up(fd));
+	close(fd);
+
+	/* a GET before authenticating: refused, nothing served */
+	fd = dial(kv_xfer_port(XA));
+	memset(&out, 0, sizeof(out));
+	out.type = KV_WIRE_GET;
+	snprintf(out.ns, sizeof(out.ns), "m");
+	memcpy(out.hash, h, sizeof(h));
+	wr_msg(fd, &out);
+	ck_assert(hung_up(fd));
+	close(fd);
+
+	/* authenticated, then a truncated frame and garbage */
+	fd = dial(kv_xfer_port(XA));
+	kv_auth_init(&a, KV_AUTH_CLIENT, SECRET, 30);
+	kv_auth_client_hello(&a, &out);
+	wr_msg(fd, &out);
+	ck_assert_int_eq(rd_msg(fd, &in), 0);
+	ck_assert_int_eq(kv_auth_client_answer(&a, &in, &out), 0);
+	wr_msg(fd, &out);
+	ck_assert_int_eq(rd_msg(fd, &in), 0);
+	ck_assert_int_eq(kv_auth_client_finish(&a, &in), 0);
+	send(fd, "KVXF\x01\x10\0\0\xff\xff\xff\x7f", 12, MSG_NOSIGNAL);
+	send(fd, junk, 12, MSG_NOSIGNAL);
+	ck_assert(hung_up(fd));
+	close(fd);
+
+	kv_xfer_stats(XA, &xs);
+	ck_assert_uint_ge(xs.bad_frames, 2);
+	ck_assert_uint_eq(xs.served, 0);
+	/* the server is fine */
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
+	kv_xfer_stats(XA, &xs);
+	ck_assert_uint_eq(xs.served, 1);
+}
+END_TEST
+
+static void *slow_call(void *arg)
+{
+	struct fake *f = arg;
+	uint64_t ms;
+
+	return (void *)(intptr_t)fetch_fake(f, &ms);
+}
+
+START_TEST(test_close_inflight)
+{
+	struct fake f;
+	pthread_t t;
+	void *rc;
+	uint64_t t0;
+
+	kv_xfer_close(XB);
+	XB = engine(SB, NULL, SECRET, 10000);
+	fake_start(&f, FAKE_AUTH_SILENT);
+	ck_assert_int_eq(pthread_create(&t, NULL, slow_call, &f), 0);
+	{
+		struct timespec ts = { 0, 300000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	t0 = now_ms();
+	kv_xfer_close(XB);
+	XB = NULL;
+	ck_assert_uint_lt(now_ms() - t0, 2000);
+	pthread_join(t, &rc);
+	ck_assert_int_eq((int)(intptr_t)rc, -ECANCELED);
+	fake_stop(&f);
+	XB = engine(SB, NULL, SECRET, TMO);	/* for teardown */
+}
+END_TEST
+
+START_TEST(test_config)
+{
+	struct kv_xfer_config cfg = {
+		.store = SB,
+		.secret = SECRET,
+		.secret_len = KV_XFER_SECRET_MIN - 1,
+	};
+	enum kv_transport t;
+	struct kv_xfer *x = NULL;
+	char why[256];
+	int ndev;
+
+	ck_assert_int_eq(kv_transport_parse("auto", &t), 0);
+	ck_assert_int_eq(t, KV_TRANSPORT_AUTO);
+	ck_assert_int_eq(kv_transport_parse("tcp", &t), 0);
+	ck_assert_int_eq(t, KV_TRANSPORT_TCP);
+	ck_assert_int_eq(kv_transport_parse("rdma", &t), 0);
+	ck_assert_int_eq(t, KV_TRANSPORT_RDMA);
+	ck_assert_int_eq(kv_transport_parse("RDMA", &t), -EINVAL);
+	ck_assert_int_eq(kv_transport_parse("", &t), -EINVAL);
+	ck_assert_int_eq(kv_transport_parse(NULL, &t), -EINVAL);
+
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), -EINVAL);
+	cfg.secret_len = 30;
+	cfg.listen = "127.0.0.1";
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), -EINVAL);
+	cfg.listen = "127.0.0.1:notaport";
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), -EINVAL);
+	cfg.listen = PEER;
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), -EADDRINUSE);
+	cfg.listen = NULL;
+
+	ndev = kvfs_rdma_probe(why, sizeof(why));
+	cfg.transport = KV_TRANSPORT_AUTO;
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), 0);
+	ck_assert_str_eq(kv_xfer_transport(x), ndev > 0 ? "rdma" : "tcp");
+	kv_xfer_close(x);
+	if (ndev <= 0) {
+		cfg.transport = KV_TRANSPORT_RDMA;
+		ck_assert_int_eq(kv_xfer_open(&cfg, &x), -ENODEV);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("xfer");
+	TCase *tc = tcase_create("xfer");
+
+	tu_init("xfer");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_fetch);
+	tcase_add_test(tc, test_fetch_many);
+	tcase_add_test(tc, test_push_has);
+	tcase_add_test(tc, test_missing);
+	tcase_add_test(tc, test_wrong_secret);
+	tcase_add_test(tc, test_timeout);
+	tcase_add_test(tc, test_bad_reply);
+	tcase_add_test(tc, test_garbage_peer);
+	tcase_add_test(tc, test_close_inflight);
+	tcase_add_test(tc, test_config);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}

@@ -1,0 +1,296 @@
+#!/bin/sh
+# cluster.sh - three kvfsd nodes and an etcd, all on loopback: remote
+# reads, replication with fsync, kill -9 of the writer and repair, a wrong
+# secret, garbage frames, and a peer that stops answering.
+#
+# SKIP (77) without etcd, FUSE or python3.  Everything started here is
+# stopped by the EXIT trap, whatever happened; every wait is bounded.
+set -eu
+
+T=cluster
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+KVFSD=$top_builddir/fuse/kvfsd
+KVCTL=$top_builddir/src/kvctl
+PY=${PYTHON3:-python3}
+NBLK=12
+
+fail=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1" >&2
+	fail=1
+}
+skip() {
+	echo "$T: SKIP: $*"
+	exit 77
+}
+gone() { ! kill -0 "$1" 2>/dev/null; }
+is_mounted() { grep -q " $1 fuse" /proc/mounts; }
+wait_until() {
+	n=$1
+	shift
+	while [ "$n" -gt 0 ]; do
+		"$@" && return 0
+		sleep 0.1
+		n=$((n - 1))
+	done
+	return 1
+}
+blk() { printf '%064x' "$1"; }
+
+command -v etcd >/dev/null 2>&1 || skip "etcd not installed (Debian: etcd-server)"
+[ -c /dev/fuse ] || skip "/dev/fuse is missing"
+command -v fusermount3 >/dev/null 2>&1 || skip "fusermount3 not found"
+command -v "$PY" >/dev/null 2>&1 || skip "python3 not found"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/$T.XXXXXX")
+PIDS=
+cleanup() {
+	rc=$?
+	set +e
+	for p in $PIDS; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
+	for p in $PIDS; do wait_until 50 gone "$p" || kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	for m in "$tmp"/mnt*; do
+		[ -d "$m" ] || continue
+		is_mounted "$m" && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
+	done
+	rm -f /dev/shm/kvfs-test-$T-$$-*.pool
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+		for l in "$tmp"/*.log; do
+			echo "--- $l" >&2
+			tail -n 25 "$l" >&2
+		done
+	fi
+	rm -rf "$tmp"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+# free loopback ports, from the kernel
+ports=$("$PY" -c '
+import socket
+ss=[socket.socket() for _ in range(7)]
+for s in ss: s.bind(("127.0.0.1",0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+set -- $ports
+ECLI=$1 EPEER=$2
+PORT1=$3 PORT2=$4 PORT3=$5 PORT4=$6 PORT5=$7
+
+# ---- etcd ---------------------------------------------------------------
+etcd --name kvfs-test --data-dir "$tmp/etcd" \
+	--listen-client-urls "http://127.0.0.1:$ECLI" \
+	--advertise-client-urls "http://127.0.0.1:$ECLI" \
+	--listen-peer-urls "http://127.0.0.1:$EPEER" \
+	--initial-advertise-peer-urls "http://127.0.0.1:$EPEER" \
+	--initial-cluster "kvfs-test=http://127.0.0.1:$EPEER" \
+	>"$tmp/etcd.log" 2>&1 &
+EPID=$!
+PIDS="$EPID"
+etcd_up() { "$PY" -c "
+import urllib.request,sys
+urllib.request.urlopen('http://127.0.0.1:$ECLI/health',timeout=1).read()" 2>/dev/null; }
+wait_until 150 etcd_up || { echo "FAIL etcd did not start" >&2; exit 1; }
+ok "etcd on 127.0.0.1:$ECLI"
+
+URL=etcd://127.0.0.1:$ECLI/t$$
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
+chmod 600 "$tmp/secret"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/wrong"
+chmod 600 "$tmp/wrong"
+
+# node I [SECRET [REPLICAS]]: start kvfsd node I, wait for its mount
+node() {
+	i=$1
+	sec=${2:-$tmp/secret}
+	rep=${3:-2}
+	eval port=\$PORT$i
+	mkdir -p "$tmp/mnt$i"
+	timeout -s TERM 300 "$KVFSD" -f \
+		-o "state=$tmp/state$i,pool=/dev/shm/kvfs-test-$T-$$-$i.pool,slot_size=256K,slots=64" \
+		--cluster "$URL" --node-id "$i" --listen "127.0.0.1:$port" \
+		--secret-file "$sec" --replicas "$rep" --timeout-ms 1000 \
+		"$tmp/mnt$i" >>"$tmp/node$i.log" 2>&1 &
+	eval TPID$i=$!
+	eval tp=\$TPID$i
+	wait_until 100 is_mounted "$tmp/mnt$i" || true
+	if ! is_mounted "$tmp/mnt$i"; then
+		if grep -Eq 'fuse: |fusermount' "$tmp/node$i.log"; then
+			skip "mounting is not possible here: $(tail -n 1 "$tmp/node$i.log")"
+		fi
+		echo "FAIL node $i did not mount" >&2
+		exit 1
+	fi
+	d=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$tmp/mnt$i/.kvfs/nodes")
+	eval NPID$i=$d
+	PIDS="$d $PIDS"
+}
+kv() { i=$1; shift; "$KVCTL" -m "$tmp/mnt$i" "$@"; }
+nnodes() { kv "$1" nodes -j | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))'; }
+sees() { [ "$(nnodes "$1")" = "$2" ]; }
+# local copy on node I, without fetching: the control socket's stat
+has() { kv "$1" stat ns "$2" >/dev/null 2>&1; }
+
+node 1
+node 2
+node 3
+if wait_until 100 sees 1 3 && sees 2 3 && sees 3 3; then
+	ok "three nodes see each other"
+else
+	bad "membership: node 1 sees $(nnodes 1), node 2 $(nnodes 2), node 3 $(nnodes 3)"
+fi
+
+# ---- writes on node 1, fsync'd, read on 2 and 3 ---------------------------
+mkdir "$tmp/mnt1/ns"
+k=1
+while [ $k -le $NBLK ]; do
+	head -c $((100000 + k * 517)) /dev/urandom >"$tmp/data$k"
+	# fsync: returns once R=2 home nodes hold it (kvfs(7), DURABILITY)
+	if ! "$PY" -c "
+import os,sys
+fd=os.open(sys.argv[2],os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o644)
+os.write(fd,open(sys.argv[1],'rb').read())
+os.close(fd)
+fd=os.open(sys.argv[2],os.O_RDONLY); os.fsync(fd); os.close(fd)" \
+		"$tmp/data$k" "$tmp/mnt1/ns/$(blk $k)"; then
+		bad "write + fsync of block $k on node 1"
+	fi
+	k=$((k + 1))
+done
+ok "$NBLK blocks written and fsync'd on node 1"
+
+# every block on R=2 home nodes now: count copies without fetching
+under=0
+k=1
+while [ $k -le $NBLK ]; do
+	c=0
+	for i in 1 2 3; do has $i "$(blk $k)" && c=$((c + 1)); done
+	[ $c -ge 2 ] || under=$((under + 1))
+	k=$((k + 1))
+done
+if [ $under = 0 ]; then ok "after fsync every block has >= 2 copies"
+else bad "$under blocks have fewer than 2 copies after fsync"; fi
+
+for i in 2 3; do
+	if cmp -s "$tmp/data1" "$tmp/mnt$i/ns/$(blk 1)"; then
+		ok "block written on node 1 reads byte-identical on node $i"
+	else
+		bad "block 1 on node $i differs or is missing"
+	fi
+done
+
+# ---- kill -9 the writer: survivors serve everything, repair makes R=2 ------
+kill -KILL "$NPID1"
+wait "$TPID1" 2>/dev/null || true
+fusermount3 -u -z "$tmp/mnt1" 2>/dev/null || true
+if wait_until 150 sees 2 2 && sees 3 2; then
+	ok "node 1's lease expired: the survivors see 2 nodes"
+else
+	bad "after kill -9 of node 1: node 2 sees $(nnodes 2)"
+fi
+both() {
+	k=1
+	while [ $k -le $NBLK ]; do
+		has 2 "$(blk $k)" && has 3 "$(blk $k)" || return 1
+		k=$((k + 1))
+	done
+}
+# repair runs without any read: nothing here fetches
+if wait_until 150 both; then
+	ok "repair: every block has 2 copies among the survivors"
+else
+	bad "repair did not restore 2 copies"
+fi
+missing=0
+k=1
+while [ $k -le $NBLK ]; do
+	for i in 2 3; do
+		cmp -s "$tmp/data$k" "$tmp/mnt$i/ns/$(blk $k)" || missing=$((missing + 1))
+	done
+	k=$((k + 1))
+done
+if [ $missing = 0 ]; then ok "every block reads byte-identical on nodes 2 and 3"
+else bad "$missing block reads failed on the survivors"; fi
+
+# ---- garbage and truncated frames: refused, the node keeps serving -------
+"$PY" - "$PORT2" <<'EOF'
+import os, socket, sys
+port = int(sys.argv[1])
+for payload in (b"", b"\0", os.urandom(7), os.urandom(40), b"KVFW" + os.urandom(60),
+                b"GET / HTTP/1.0\r\n\r\n", b"\xff" * 4096):
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    try:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(3)
+        try:
+            while s.recv(4096):
+                pass
+        except (socket.timeout, ConnectionResetError):
+            pass
+    finally:
+        s.close()
+EOF
+if kill -0 "$NPID2" 2>/dev/null && cmp -s "$tmp/data2" "$tmp/mnt3/ns/$(blk 2)" &&
+	kv 2 nodes >/dev/null; then
+	ok "garbage and truncated frames: node 2 still up and serving"
+else
+	bad "node 2 after garbage frames"
+fi
+
+# ---- a wrong secret: joins etcd, but is refused by every peer --------------
+node 4 "$tmp/wrong"
+wait_until 50 sees 4 3 || true
+if cat "$tmp/mnt4/ns/$(blk 3)" >/dev/null 2>&1; then
+	bad "node 4 (wrong secret) read a block"
+else
+	ok "node 4 with the wrong secret reads nothing"
+fi
+if has 4 "$(blk 3)"; then bad "node 4 holds a block"; else ok "and holds nothing"; fi
+if grep -qi 'auth' "$tmp/node2.log" "$tmp/node3.log" "$tmp/node4.log"; then
+	ok "the peers logged the refusal"
+else
+	bad "no authentication failure logged by nodes 2 and 3"
+fi
+kill -TERM "$NPID4"
+wait "$TPID4" 2>/dev/null || true
+wait_until 150 sees 2 2 || true
+
+# ---- a peer that stops answering: the reader fails within its timeout ------
+# node 5 keeps its blocks (replicas 1); pick a block it is the first home of
+node 5 "$tmp/secret" 1
+wait_until 100 sees 2 3 || true
+mkdir -p "$tmp/mnt5/ns"
+name=$("$PY" - <<'EOF'
+import hashlib
+def w(node, ns, h):
+    return int.from_bytes(hashlib.sha256(node.encode() + b"\0" + ns.encode() + b"\0" + bytes.fromhex(h)).digest()[:8], "big")
+for k in range(1000, 2000):
+    h = "%064x" % k
+    if max(("2", "3", "5"), key=lambda n: (w(n, "ns", h), n)) == "5":
+        print(h)
+        break
+EOF
+)
+head -c 50000 /dev/urandom >"$tmp/mnt5/ns/$name"
+sleep 1
+if has 2 "$name" || has 3 "$name"; then
+	bad "node 5's block left it though replicas is 1"
+fi
+kill -STOP "$NPID5"
+start=$(date +%s)
+if timeout 20 cat "$tmp/mnt2/ns/$name" >/dev/null 2>&1; then
+	bad "read of a block only a stopped node has succeeded"
+else
+	took=$(($(date +%s) - start))
+	if [ "$took" -le 6 ]; then
+		ok "fetch from a stopped peer fails within its timeout (${took}s)"
+	else
+		bad "fetch from a stopped peer took ${took}s"
+	fi
+fi
+kill -CONT "$NPID5"
+
+exit $fail

@@ -161,6 +161,11 @@ int kv_store_wsize(struct kv_store *st, uint32_t wh, uint64_t *size);
 /* make it durable and visible; -EIO when the index write fails (the block
  * is then aborted) */
 int kv_store_seal(struct kv_store *st, uint32_t wh);
+/* the same, with the CRC-32C of the block's bytes already computed by the
+ * caller over the slot itself (a receiver that checked it on arrival):
+ * the store records it without reading the bytes again.  A wrong crc
+ * makes the block fail its check at the next open (recovery drops it). */
+int kv_store_seal_crc(struct kv_store *st, uint32_t wh, uint32_t crc);
 int kv_store_abort(struct kv_store *st, uint32_t wh);
 
 /* ---- reading ------------------------------------------------------- */

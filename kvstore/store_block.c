@@ -416,7 +416,7 @@ static void abort_locked(struct kv_store *st, uint32_t slot)
 	blk_release(st, slot);
 }
 
-int kv_store_seal(struct kv_store *st, uint32_t wh)
+static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 {
 	struct blk *b = wblk(st, wh);
 	struct kv_block_rec rec;
@@ -428,7 +428,8 @@ int kv_store_seal(struct kv_store *st, uint32_t wh)
 	/* checksum and record outside the lock: the slot is ours alone */
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum = kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rec.checksum = crc ? *crc
+			   : kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
 	rec.seal_ns = kvfs_wall_ns();
 	rec.has_parent = b->has_parent;
 	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
@@ -458,6 +459,16 @@ int kv_store_seal(struct kv_store *st, uint32_t wh)
 out_unlock:
 	pthread_mutex_unlock(&st->lock);
 	return rc;
+}
+
+int kv_store_seal(struct kv_store *st, uint32_t wh)
+{
+	return seal(st, wh, NULL);
+}
+
+int kv_store_seal_crc(struct kv_store *st, uint32_t wh, uint32_t crc)
+{
+	return seal(st, wh, &crc);
 }
 
 int kv_store_abort(struct kv_store *st, uint32_t wh)

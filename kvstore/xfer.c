@@ -382,6 +382,28 @@ static int server_handshake(struct xconn *c, uint64_t deadline)
 
 /* ---- connections --------------------------------------------------- */
 
+static bool peer_is_local(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+
+		return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+
+		return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) &&
+			a->sin6_addr.s6_addr[12] == 127);
+	}
+	return false;
+}
+
 static struct xconn *xconn_new(struct kv_xfer *x, int fd, const char *peer,
 			       bool server)
 {
@@ -392,6 +414,7 @@ static struct xconn *xconn_new(struct kv_xfer *x, int fd, const char *peer,
 		return NULL;
 	c->x = x;
 	c->fd = fd;
+	c->local = peer_is_local(fd);
 	c->server = server;
 	c->ops = &xfer_tcp_ops;
 	c->next_id = 1;

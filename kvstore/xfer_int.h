@@ -91,6 +91,10 @@ struct xconn {
 	char peer[XFER_PEER_MAX];	/* "HOST:PORT" (client), or address */
 	bool server;
 	int fd;
+	/* the peer is this host (loopback): SEND_ZC only costs there, since
+	 * the kernel copies the pages on loopback anyway and adds a
+	 * notification per send (docs/BENCHMARKS.md, kvbench xfer) */
+	bool local;
 	uint32_t peer_transports;
 
 	pthread_mutex_t lock;

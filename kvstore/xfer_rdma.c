@@ -500,8 +500,9 @@ static int rdma_fetch_finish(struct xconn *c, struct xreq *r,
 		rc = -EBADMSG;
 	if (rc == 0)
 		rc = kv_store_set_size(st, wh, m->size);
+	/* the crc was just checked over the slot: the store need not */
 	if (rc == 0)
-		rc = kv_store_seal(st, wh);
+		rc = kv_store_seal_crc(st, wh, m->crc);
 	else
 		kv_store_abort(st, wh);
 out_release:
@@ -689,7 +690,7 @@ static int serve_commit(struct xconn *c, const struct kv_wire_msg *m)
 	if (err == 0)
 		err = kv_store_set_size(st, p->wh, p->size);
 	if (err == 0)
-		err = kv_store_seal(st, p->wh);
+		err = kv_store_seal_crc(st, p->wh, p->crc);
 	else
 		kv_store_abort(st, p->wh);
 	p->token = 0;

@@ -14,7 +14,14 @@
  * has let go of the pages; the reference is held until the second, since
  * dropping it earlier would let eviction reuse a slot still being sent.
  * Where SEND_ZC is missing or refused (EOPNOTSUPP), plain SEND is used
- * from then on.
+ * from then on; to a peer on this host (loopback) always, since the kernel
+ * copies loopback pages anyway and the notifications only cost (kvbench
+ * xfer: 0.49x of a socket copy with SEND_ZC on loopback, 1.2x without).
+ *
+ * Receive: straight into the fresh slot, the CRC-32C computed chunk by
+ * chunk as each recv completes, while the bytes are in the cache; the
+ * store then seals with that crc (kv_store_seal_crc) instead of reading
+ * the block a second time.
  *
  * Timeouts: a frame, once started, must make progress every timeout_ms;
  * an idle connection waits forever (in ticks, watching stop).  A stalled
@@ -183,8 +190,9 @@ int xio_send(struct xconn *c, const void *hdr, size_t hlen, const void *data,
 	if (rc == 0)
 		rc = send_seg(c, hdr, hlen, false, deadline, &late);
 	if (rc == 0 && dlen)
-		rc = send_seg(c, data, dlen, atomic_load(&c->x->zc),
-			      deadline, &late);
+		rc = send_seg(c, data, dlen,
+			      !c->local && atomic_load(&c->x->zc), deadline,
+			      &late);
 	if (rc < 0)
 		xconn_kill(c, rc);
 	pthread_mutex_unlock(&c->send_lock);
@@ -204,8 +212,11 @@ int xio_send_msg(struct xconn *c, const struct kv_wire_msg *m,
 
 /* ---- receive ------------------------------------------------------- */
 
-/* exactly len bytes; idle: no deadline until the first byte */
-static int rx(struct xconn *c, void *buf, size_t len, bool idle)
+/* exactly len bytes; idle: no deadline until the first byte.  With crc,
+ * the CRC-32C of what arrives is computed as it lands, while it is still
+ * in the cache. */
+static int rx_crc(struct xconn *c, void *buf, size_t len, bool idle,
+		  uint32_t *crc)
 {
 	uint64_t t = c->x->timeout_ms;
 	uint64_t deadline = idle ? 0 : xfer_now_ms() + t;
@@ -234,10 +245,18 @@ static int rx(struct xconn *c, void *buf, size_t len, bool idle)
 			return cqe.res;
 		if (cqe.res == 0)
 			return -ECONNRESET;
+		if (crc)
+			*crc = kvfs_crc32c(*crc, (uint8_t *)buf + got,
+					   (size_t)cqe.res);
 		got += (size_t)cqe.res;
 		deadline = xfer_now_ms() + t;	/* progress: a new window */
 	}
 	return 0;
+}
+
+static int rx(struct xconn *c, void *buf, size_t len, bool idle)
+{
+	return rx_crc(c, buf, len, idle, NULL);
 }
 
 static int drain(struct xconn *c, uint8_t *scratch, uint64_t len)
@@ -263,7 +282,7 @@ static int rx_block(struct xconn *c, const char *ns, const uint8_t *hash,
 		    const struct kv_wire_msg *m, uint8_t *scratch, int *fatal)
 {
 	struct kv_store *st = c->x->store;
-	uint32_t id, wh;
+	uint32_t id, wh, crc = 0;
 	int rc;
 	void *p;
 
@@ -289,12 +308,12 @@ static int rx_block(struct xconn *c, const char *ns, const uint8_t *hash,
 		rc = -EIO;
 		goto out_drain;
 	}
-	*fatal = rx(c, p, m->size, false);
+	*fatal = rx_crc(c, p, m->size, false, &crc);
 	if (*fatal < 0) {
 		kv_store_abort(st, wh);
 		return *fatal;
 	}
-	if (kvfs_crc32c(0, p, m->size) != m->crc) {
+	if (crc != m->crc) {
 		kvfs_warn("xfer: %s: block crc mismatch, dropped", c->peer);
 		kv_store_abort(st, wh);
 		return -EBADMSG;
@@ -304,7 +323,7 @@ static int rx_block(struct xconn *c, const char *ns, const uint8_t *hash,
 		kv_store_abort(st, wh);
 		return rc;
 	}
-	rc = kv_store_seal(st, wh);
+	rc = kv_store_seal_crc(st, wh, crc);
 	return rc < 0 ? rc : 1;
 
 out_drain:

@@ -69,6 +69,37 @@ else
 	fi
 fi
 
+# ---- xfer ----------------------------------------------------------------
+if "$KVBENCH" xfer --size 64k,1m --blocks 8 --rounds 1 --json \
+	>"$tmp/xfer.json" 2>"$tmp/xfer.err"; then
+	ok "xfer --json exits 0"
+	if [ -n "$PYTHON3" ]; then
+		if "$PYTHON3" - "$tmp/xfer.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rs = doc["results"]
+assert [r["size"] for r in rs] == [65536, 1048576], rs
+for r in rs:
+    assert r["blocks"] == 8 and r["transport"] in ("tcp", "rdma"), r
+    assert r["engine_gbs"] > 0 and r["socket_gbs"] > 0 and r["ratio"] > 0, r
+EOF
+		then
+			ok "xfer JSON: both sizes, positive rates"
+		else
+			bad "xfer JSON: both sizes, positive rates"
+		fi
+	fi
+else
+	bad "xfer --json exits 0: $(cat "$tmp/xfer.err")"
+fi
+xrc=0
+"$KVBENCH" xfer --size 1000 >/dev/null 2>&1 || xrc=$?
+if [ $xrc = 2 ]; then
+	ok "xfer --size 1000 (not a multiple of 4096): usage error"
+else
+	bad "xfer --size 1000: exit 2 expected, got $xrc"
+fi
+
 # ---- demo ----------------------------------------------------------------
 if "$KVBENCH" demo --requests 50 >"$tmp/demo.out" 2>"$tmp/demo.err"; then
 	ok "demo exits 0"

@@ -380,6 +380,37 @@ static int server_handshake(struct xconn *c, uint64_t deadline)
 	return hs_send(x, c->fd, &out, deadline);
 }
 
+/* ---- blocks -------------------------------------------------------- */
+
+int xfer_pin_block(struct kv_xfer *x, const char *ns, const uint8_t *hash,
+		   struct kv_ref *ref, struct kv_wire_msg *m)
+{
+	struct kv_store *st = x->store;
+	struct kv_block_info bi;
+	uint32_t id, bt;
+	int rc;
+
+	rc = kv_store_ns_find(st, ns, &id, &bt);
+	if (rc < 0)
+		return rc;
+	rc = kv_store_get(st, id, hash, ref);
+	if (rc < 0)
+		return rc;
+	rc = kv_store_stat(st, id, hash, &bi);
+	if (rc < 0) {
+		kv_store_put(st, ref);
+		return rc;
+	}
+	snprintf(m->ns, sizeof(m->ns), "%s", ns);
+	memcpy(m->hash, hash, KVFS_HASH_LEN);
+	m->size = ref->size;
+	m->crc = bi.checksum;
+	m->block_tokens = bt;
+	m->has_parent = bi.has_parent;
+	memcpy(m->parent, bi.parent, KVFS_HASH_LEN);
+	return 0;
+}
+
 /* ---- connections --------------------------------------------------- */
 
 static bool peer_is_local(int fd)

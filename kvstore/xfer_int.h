@@ -85,6 +85,14 @@ extern const struct xfer_ops xfer_rdma_ops;
 /* > 0 devices, 0 none, -ENOTSUP built without; why gets one line */
 int xfer_rdma_probe(char *why, size_t len);
 
+/*
+ * The block a push sends: a reference on the local sealed (ns, hash) in
+ * *ref (kv_store_put it), and m's ns, hash, size, crc, block_tokens and
+ * parent filled from it.  -ENOENT when it is not here.
+ */
+int xfer_pin_block(struct kv_xfer *x, const char *ns, const uint8_t *hash,
+		   struct kv_ref *ref, struct kv_wire_msg *m);
+
 struct xconn {
 	struct kv_xfer *x;
 	const struct xfer_ops *ops;	/* data path of this connection */

@@ -515,27 +515,12 @@ static int rdma_push(struct xconn *c, const char *ns, const uint8_t *hash,
 {
 	struct kv_store *st = c->x->store;
 	struct kv_wire_msg m = { .type = KV_WIRE_ALLOC }, reply;
-	struct kv_block_info bi;
 	struct kv_ref ref;
-	uint32_t id, bt;
 	int rc;
 
-	rc = kv_store_ns_find(st, ns, &id, &bt);
+	rc = xfer_pin_block(c->x, ns, hash, &ref, &m);
 	if (rc < 0)
 		return rc;
-	rc = kv_store_get(st, id, hash, &ref);
-	if (rc < 0)
-		return rc;
-	rc = kv_store_stat(st, id, hash, &bi);
-	if (rc < 0)
-		goto out_put;
-	snprintf(m.ns, sizeof(m.ns), "%s", ns);
-	memcpy(m.hash, hash, KVFS_HASH_LEN);
-	m.size = ref.size;
-	m.crc = bi.checksum;
-	m.block_tokens = bt;
-	m.has_parent = bi.has_parent;
-	memcpy(m.parent, bi.parent, KVFS_HASH_LEN);
 	rc = xconn_call(c, &m, KV_WIRE_ALLOC_OK, &reply, deadline);
 	if (rc == -EEXIST) {	/* the peer has it already */
 		rc = 0;

@@ -545,29 +545,14 @@ static int tcp_push(struct xconn *c, const char *ns, const uint8_t *hash,
 	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
 	struct kv_store *st = c->x->store;
 	struct kv_wire_msg m = { .type = KV_WIRE_PUT };
-	struct kv_block_info bi;
 	struct xreq r;
 	struct kv_ref ref;
-	uint32_t id, bt;
 	long n;
 	int rc;
 
-	rc = kv_store_ns_find(st, ns, &id, &bt);
+	rc = xfer_pin_block(c->x, ns, hash, &ref, &m);
 	if (rc < 0)
 		return rc;
-	rc = kv_store_get(st, id, hash, &ref);
-	if (rc < 0)
-		return rc;
-	rc = kv_store_stat(st, id, hash, &bi);
-	if (rc < 0)
-		goto out_put;
-	snprintf(m.ns, sizeof(m.ns), "%s", ns);
-	memcpy(m.hash, hash, KVFS_HASH_LEN);
-	m.size = ref.size;
-	m.crc = bi.checksum;
-	m.block_tokens = bt;
-	m.has_parent = bi.has_parent;
-	memcpy(m.parent, bi.parent, KVFS_HASH_LEN);
 	rc = xconn_track(c, &r, KV_WIRE_PUT);
 	if (rc < 0)
 		goto out_put;

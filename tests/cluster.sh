@@ -10,34 +10,13 @@ set -eu
 T=cluster
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
-KVFSD=$top_builddir/fuse/kvfsd
 KVCTL=$top_builddir/src/kvctl
 PY=${PYTHON3:-python3}
 NBLK=12
 
-fail=0
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1" >&2
-	fail=1
-}
-skip() {
-	echo "$T: SKIP: $*"
-	exit 77
-}
-gone() { ! kill -0 "$1" 2>/dev/null; }
-is_mounted() { grep -q " $1 fuse" /proc/mounts; }
-wait_until() {
-	n=$1
-	shift
-	while [ "$n" -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
-blk() { printf '%064x' "$1"; }
+# ok, bad, skip, gone, is_mounted, wait_until, blk: the single-node
+# helpers; this test keeps its own processes, mounts and trap
+. "$top_srcdir/tests/fuse_lib.sh"
 
 command -v etcd >/dev/null 2>&1 || skip "etcd not installed (Debian: etcd-server)"
 [ -c /dev/fuse ] || skip "/dev/fuse is missing"

@@ -51,12 +51,14 @@ trap 'exit 1' INT TERM HUP
 # free loopback ports, from the kernel
 ports=$("$PY" -c '
 import socket
-ss=[socket.socket() for _ in range(7)]
+ss=[socket.socket() for _ in range(8)]
 for s in ss: s.bind(("127.0.0.1",0))
 print(" ".join(str(s.getsockname()[1]) for s in ss))')
 set -- $ports
 ECLI=$1 EPEER=$2
-PORT1=$3 PORT2=$4 PORT3=$5 PORT4=$6 PORT5=$7
+PORT1=$3 PORT2=$4 PORT3=$5 PORT4=$6 PORT5=$7 PORTC=$8
+PORT6=0
+CONDUCTOR_OPT=
 
 # ---- etcd ---------------------------------------------------------------
 etcd --name kvfs-test --data-dir "$tmp/etcd" \
@@ -91,6 +93,7 @@ node() {
 		-o "state=$tmp/state$i,pool=/dev/shm/kvfs-test-$T-$$-$i.pool,slot_size=256K,slots=64" \
 		--cluster "$URL" --node-id "$i" --listen "127.0.0.1:$port" \
 		--secret-file "$sec" --replicas "$rep" --timeout-ms 1000 \
+		$CONDUCTOR_OPT \
 		"$tmp/mnt$i" >>"$tmp/node$i.log" 2>&1 &
 	eval TPID$i=$!
 	eval tp=\$TPID$i
@@ -271,5 +274,66 @@ else
 	fi
 fi
 kill -CONT "$NPID5"
+
+# ---- block events to a conductor: RESET, then INSERT of a new block ------
+"$PY" - "$PORTC" "$tmp/events" <<'EOF' &
+import socket, sys, time
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1])))
+l.listen(1)
+l.settimeout(30)
+c, _ = l.accept()
+c.settimeout(0.5)
+data = b""
+end = time.time() + 30
+while time.time() < end:
+    try:
+        b = c.recv(65536)
+    except socket.timeout:
+        continue
+    if not b:
+        break
+    data += b
+    open(sys.argv[2], "wb").write(data)
+EOF
+LPID=$!
+PIDS="$LPID $PIDS"
+CONDUCTOR_OPT="--conductor 127.0.0.1:$PORTC"
+node 6
+mkdir -p "$tmp/mnt6/ev"
+head -c 1000 /dev/urandom >"$tmp/mnt6/ev/$(blk 77)"
+frames() {
+	"$PY" - "$tmp/events" "$(blk 77)" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+want = bytes.fromhex(sys.argv[2])
+ops, off = [], 0
+while off + 24 <= len(d):
+    assert d[off:off + 4] == b"KVEV", "bad magic"
+    node = struct.unpack_from("<H", d, off + 6)[0]
+    count = struct.unpack_from("<I", d, off + 16)[0]
+    nsl = d[off + 20]
+    ns = d[off + 24:off + 24 + nsl]
+    recs = off + 24 + nsl
+    end = recs + 33 * count + 4
+    if end > len(d):
+        break
+    for i in range(count):
+        op, h = d[recs + 33 * i], d[recs + 33 * i + 1:recs + 33 * i + 33]
+        ops.append((node, op, ns, h))
+    off = end
+assert ops and ops[0][1] == 3, "first record is not RESET"
+assert all(n == 6 for n, _, _, _ in ops), "node number is not 6"
+assert any(op == 1 and ns == b"ev" and h == want for _, op, ns, h in ops), "no INSERT"
+EOF
+}
+if wait_until 100 frames 2>/dev/null; then
+	ok "conductor stream: RESET first, then INSERT of the new block, node 6"
+else
+	frames || true
+	bad "conductor stream from node 6"
+fi
+kill "$LPID" 2>/dev/null || true
 
 exit $fail

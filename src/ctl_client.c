@@ -31,6 +31,7 @@
 
 struct kvfs_ctl {
 	int fd;
+	unsigned owed;	/* responses of kvfs_ctl_post requests not read yet */
 	char *in; /* bytes received past the last response */
 	size_t in_len;
 	size_t in_cap;
@@ -292,6 +293,58 @@ static int recv_line(struct kvfs_ctl *c, char **resp)
 	return 0;
 }
 
+static int check_req(struct kvfs_ctl *c, const char *req, size_t *len)
+{
+	if (c->fd < 0)
+		return -EPIPE;
+	*len = strlen(req);
+	if (memchr(req, '\n', *len))
+		return -EINVAL;
+	if (*len + 1 > CTLP_LINE_MAX)
+		return -E2BIG;
+	return 0;
+}
+
+/* read and drop the responses owed to posted requests */
+static int settle(struct kvfs_ctl *c)
+{
+	while (c->owed) {
+		char *line = NULL;
+		int rc = recv_line(c, &line);
+
+		free(line);
+		if (rc)
+			return rc;
+		c->owed--;
+	}
+	return 0;
+}
+
+int kvfs_ctl_post(struct kvfs_ctl *c, const char *req)
+{
+	size_t len;
+	int rc;
+
+	if (!c || !req)
+		return -EINVAL;
+	rc = check_req(c, req, &len);
+	if (rc)
+		return rc;
+	/* bounded, so that the daemon never blocks on responses we have
+	 * not read (it stops reading us until they are out) */
+	if (c->owed >= KVFS_CTL_POST_MAX)
+		rc = settle(c);
+	if (!rc)
+		rc = send_line(c->fd, req, len);
+	if (!rc)
+		c->owed++;
+	if (rc) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	return rc;
+}
+
 int kvfs_ctl_call(struct kvfs_ctl *c, const char *req, char **resp)
 {
 	size_t len;
@@ -299,14 +352,13 @@ int kvfs_ctl_call(struct kvfs_ctl *c, const char *req, char **resp)
 
 	if (!c || !req || !resp)
 		return -EINVAL;
-	if (c->fd < 0)
-		return -EPIPE;
-	len = strlen(req);
-	if (memchr(req, '\n', len))
-		return -EINVAL;
-	if (len + 1 > CTLP_LINE_MAX)
-		return -E2BIG;
+	rc = check_req(c, req, &len);
+	if (rc)
+		return rc;
+	/* sent first: it travels with the posted ones, one round trip */
 	rc = send_line(c->fd, req, len);
+	if (!rc)
+		rc = settle(c);
 	if (!rc)
 		rc = recv_line(c, resp);
 	if (rc) {

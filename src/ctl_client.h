@@ -27,6 +27,16 @@ void kvfs_ctl_close(struct kvfs_ctl *c);
 int kvfs_ctl_call(struct kvfs_ctl *c, const char *req, char **resp);
 
 /*
+ * Send a request whose response does not matter (an unmap): it is read
+ * and dropped by the next kvfs_ctl_call, whose own request goes out
+ * first, so both cost one round trip.  At most KVFS_CTL_POST_MAX are
+ * owed at once (then this call reads them).  Transport errors as
+ * kvfs_ctl_call.
+ */
+#define KVFS_CTL_POST_MAX 64u
+int kvfs_ctl_post(struct kvfs_ctl *c, const char *req);
+
+/*
  * Longest cached prefix of hashes in ns, in one round trip; with
  * lease_ms > 0 the matched blocks are pinned under *lease (0 when none).
  * Returns the number of leading cached blocks or a negative errno.

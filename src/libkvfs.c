@@ -330,6 +330,7 @@ int kvfs_map(struct kvfs *k, const char *ns, const uint8_t hash[KVFS_HASH_LEN],
 int kvfs_unmap(struct kvfs *k, const void *ptr)
 {
 	uint64_t ref;
+	char req[64];
 
 	if (!k || !ptr)
 		return -EINVAL;
@@ -338,8 +339,14 @@ int kvfs_unmap(struct kvfs *k, const void *ptr)
 			continue;
 		ref = k->maps[i].ref;
 		k->maps[i] = k->maps[--k->nmaps];
-		/* a dead connection released it already */
-		return ref_call(k, "unmap", ref, NULL);
+		/* posted: its answer rides with the next request (an error
+		 * can only be a ref the daemon dropped already, with a dead
+		 * connection); the bytes stay valid to us until then anyway,
+		 * and ours is the only use of them */
+		snprintf(req, sizeof(req), "unmap %llu",
+			 (unsigned long long)ref);
+		kvfs_ctl_post(k->ctl, req);
+		return 0;
 	}
 	return -EINVAL;
 }

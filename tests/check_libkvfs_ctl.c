@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -99,7 +100,15 @@ START_TEST(test_map_unmap)
 	ck_assert_uint_eq(stats().pinned, 1);
 	ck_assert_int_eq(kv_store_evict(S, NS, h), -EBUSY);
 	ck_assert_int_eq(kvfs_unmap(k, p), 0);
+	ck_assert_int_eq(kvfs_unmap(k, p), -EINVAL);
+	/* unmap is posted, not waited for: the daemon drops the reference
+	 * as soon as it reads the request (bounded wait, 5 s) */
+	for (int i = 0; i < 500 && stats().pinned; i++)
+		usleep(10000);
 	ck_assert_uint_eq(stats().pinned, 0);
+	ck_assert_int_eq(kv_store_evict(S, NS, h), 0);
+	/* and the connection is in step: the next call answers itself */
+	ck_assert_int_eq(kvfs_map(k, "m", h, &p, &len), -ENOENT);
 	kvfs_disconnect(k);
 }
 END_TEST

@@ -208,22 +208,17 @@ struct job {
 };
 
 /*
- * Push (ns, hash) to every home member but us.  Returns the number of
- * home members holding it afterwards (us included), and in *want how
- * many there should be.
+ * Push (ns, hash) to every member of its home set (nodes[home[0..nhome-1]])
+ * but us.  Returns how many members hold it afterwards, us included (of
+ * c->replicas wanted), or -ENOENT when it left this node meanwhile.
  */
-static int replicate(struct kvfsd_cluster *c, const char *ns,
-		     const uint8_t hash[KVFS_HASH_LEN], size_t *want,
-		     bool check_first)
+static int push_home(struct kvfsd_cluster *c, const char *ns,
+		     const uint8_t hash[KVFS_HASH_LEN],
+		     const struct kv_node_info *nodes, const size_t *home,
+		     size_t nhome, bool check_first)
 {
-	struct kv_node_info *nodes = NULL;
-	size_t home[64], nhome = 0;
-	long n = cl_home(c, ns, hash, &nodes, home, &nhome);
 	int have = 0;
 
-	if (n < 0)
-		return (int)n;
-	*want = c->replicas;
 	for (size_t k = 0; k < nhome; k++) {
 		const struct kv_node_info *m = &nodes[home[k]];
 		int rc;
@@ -243,7 +238,6 @@ static int replicate(struct kvfsd_cluster *c, const char *ns,
 			atomic_fetch_add(&c->pushed, 1);
 		} else if (rc == -ENOENT) {
 			/* evicted here before it could go: nothing to do */
-			free(nodes);
 			return -ENOENT;
 		} else if (rc == -EACCES) {
 			kvfs_warn("replicate to node %s (%s): authentication "
@@ -254,6 +248,21 @@ static int replicate(struct kvfsd_cluster *c, const char *ns,
 				  m->addr, strerror(-rc));
 		}
 	}
+	return have;
+}
+
+/* push_home on the home set of the membership now */
+static int replicate(struct kvfsd_cluster *c, const char *ns,
+		     const uint8_t hash[KVFS_HASH_LEN], bool check_first)
+{
+	struct kv_node_info *nodes = NULL;
+	size_t home[64], nhome = 0;
+	long n = cl_home(c, ns, hash, &nodes, home, &nhome);
+	int have;
+
+	if (n < 0)
+		return (int)n;
+	have = push_home(c, ns, hash, nodes, home, nhome, check_first);
 	free(nodes);
 	return have;
 }
@@ -306,7 +315,6 @@ static void *repl_main(void *arg)
 	struct job *j;
 
 	while ((j = take_job(c))) {
-		size_t want;
 		int have;
 		uint64_t now = kvfs_mono_ns();
 
@@ -320,10 +328,10 @@ static void *repl_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 		have = c->stopping ? -ECANCELED
-				   : replicate(c, j->ns, j->hash, &want, false);
+				   : replicate(c, j->ns, j->hash, false);
 		pthread_mutex_lock(&c->lock);
 		c->busy--;
-		if (have >= 0 && (size_t)have < want &&
+		if (have >= 0 && (unsigned)have < c->replicas &&
 		    ++j->tries < REPL_TRIES && !c->stopping) {
 			/* a member was unreachable: again, later */
 			j->not_before = kvfs_mono_ns() +
@@ -344,14 +352,13 @@ static void *repl_main(void *arg)
 int kvfsd_cluster_sync(struct kvfsd_cluster *c, const char *ns,
 		       const uint8_t hash[KVFS_HASH_LEN])
 {
-	size_t want = 0;
-	int have = replicate(c, ns, hash, &want, true);
+	int have = replicate(c, ns, hash, true);
 
 	if (have < 0)
 		return have;
-	if ((size_t)have < want) {
-		kvfs_warn("fsync of a %s block: %d of %zu replicas", ns, have,
-			  want);
+	if ((unsigned)have < c->replicas) {
+		kvfs_warn("fsync of a %s block: %d of %u replicas", ns, have,
+			  c->replicas);
 		return -EIO;
 	}
 	return 0;
@@ -475,18 +482,20 @@ static void repair(struct kvfsd_cluster *c)
 		while (!c->stopping &&
 		       kv_store_ns_next(c->st, v.id[i], &cursor, h, &bi) == 1) {
 			struct kv_node_info *nodes = NULL;
-			size_t home[64], nhome = 0, want;
+			size_t home[64], nhome = 0;
 			bool mine = false;
 			long n = cl_home(c, v.name[i], h, &nodes, home,
 					 &nhome);
 
 			for (size_t k = 0; n > 0 && k < nhome; k++)
 				mine |= is_self(c, &nodes[home[k]]);
+			if (mine)
+				push_home(c, v.name[i], h, nodes, home, nhome,
+					  true);
 			free(nodes);
 			checked++;
 			if (!mine)
 				continue;
-			replicate(c, v.name[i], h, &want, true);
 			if (gap_ms)
 				sleep_ms(gap_ms);
 			if (c->epoch_seen != kv_cluster_epoch(c->cl))

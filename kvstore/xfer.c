@@ -411,6 +411,24 @@ int xfer_pin_block(struct kv_xfer *x, const char *ns, const uint8_t *hash,
 	return 0;
 }
 
+int xfer_block_req(struct xconn *c, struct xreq *r, uint8_t type,
+		   const char *ns, const uint8_t *hash)
+{
+	struct kv_wire_msg m = { .type = type };
+	int rc;
+
+	snprintf(m.ns, sizeof(m.ns), "%s", ns);
+	memcpy(m.hash, hash, KVFS_HASH_LEN);
+	r->ns = ns;
+	r->hash = hash;
+	rc = xconn_track(c, r, type);
+	if (rc < 0)
+		return rc;
+	m.id = r->id;
+	xio_send_msg(c, &m, xfer_now_ms() + c->x->timeout_ms);
+	return 0;
+}
+
 /* ---- connections --------------------------------------------------- */
 
 static bool peer_is_local(int fd)

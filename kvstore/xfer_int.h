@@ -86,6 +86,14 @@ extern const struct xfer_ops xfer_rdma_ops;
 int xfer_rdma_probe(char *why, size_t len);
 
 /*
+ * Send a request of type (GET, LOCATE) for (ns, hash), tracked as r so
+ * that xconn_wait finds its reply.  A failed send kills the connection,
+ * which fails r: the wait reports it.
+ */
+int xfer_block_req(struct xconn *c, struct xreq *r, uint8_t type,
+		   const char *ns, const uint8_t *hash);
+
+/*
  * The block a push sends: a reference on the local sealed (ns, hash) in
  * *ref (kv_store_put it), and m's ns, hash, size, crc, block_tokens and
  * parent filled from it.  -ENOENT when it is not here.

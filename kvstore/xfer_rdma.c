@@ -444,19 +444,7 @@ static int rdma_rw(struct xconn *c, enum ibv_wr_opcode op, void *local,
 static int rdma_fetch_start(struct xconn *c, struct xreq *r, const char *ns,
 			    const uint8_t *hash)
 {
-	struct kv_wire_msg m = { .type = KV_WIRE_LOCATE };
-	int rc;
-
-	snprintf(m.ns, sizeof(m.ns), "%s", ns);
-	memcpy(m.hash, hash, KVFS_HASH_LEN);
-	r->ns = ns;
-	r->hash = hash;
-	rc = xconn_track(c, r, KV_WIRE_LOCATE);
-	if (rc < 0)
-		return rc;
-	m.id = r->id;
-	xio_send_msg(c, &m, xfer_now_ms() + c->x->timeout_ms);
-	return 0;
+	return xfer_block_req(c, r, KV_WIRE_LOCATE, ns, hash);
 }
 
 static void release(struct xconn *c, uint64_t token, uint64_t deadline)

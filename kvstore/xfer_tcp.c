@@ -517,20 +517,7 @@ static void tcp_fini(struct kv_xfer *x)
 static int tcp_fetch_start(struct xconn *c, struct xreq *r, const char *ns,
 			   const uint8_t *hash)
 {
-	struct kv_wire_msg m = { .type = KV_WIRE_GET };
-	int rc;
-
-	snprintf(m.ns, sizeof(m.ns), "%s", ns);
-	memcpy(m.hash, hash, KVFS_HASH_LEN);
-	r->ns = ns;
-	r->hash = hash;
-	rc = xconn_track(c, r, KV_WIRE_GET);
-	if (rc < 0)
-		return rc;
-	m.id = r->id;
-	/* a failed send kills the conn, which fails r: wait reports it */
-	xio_send_msg(c, &m, xfer_now_ms() + c->x->timeout_ms);
-	return 0;
+	return xfer_block_req(c, r, KV_WIRE_GET, ns, hash);
 }
 
 static int tcp_fetch_finish(struct xconn *c, struct xreq *r,

@@ -5,8 +5,8 @@
  *
  * It makes a prompt of NTOKENS tokens (SEED picks them), names its full
  * blocks with the kvfs hash chain, asks the node for the longest cached
- * prefix (pinned under a lease while it is read), maps each hit and checks
- * its bytes, and "computes" each miss straight into a pool slot with the
+ * prefix (pinned under a lease while it is read), maps the hits in one
+ * request and checks their bytes, and "computes" each miss straight into a pool slot with the
  * zero-copy writer.  The KV bytes of a block are a function of its hash,
  * so a second run can verify what the first one stored.  It prints
  * "blocks N hits H misses M" and exits 0, or 1 on any error or a hit
@@ -43,19 +43,31 @@ static int kv_check(const uint8_t *p, size_t len,
 	return 0;
 }
 
-static int use_hit(struct kvfs *k, const char *ns,
-		   const uint8_t h[KVFS_HASH_LEN])
+/* the cached prefix h[0..hits-1], mapped at once */
+static int use_hits(struct kvfs *k, const char *ns,
+		    const uint8_t (*h)[KVFS_HASH_LEN], size_t hits)
 {
-	const void *p;
-	size_t len;
-	int rc;
+	const void **p = calloc(hits ? hits : 1, sizeof(*p));
+	size_t *len = calloc(hits ? hits : 1, sizeof(*len));
+	long got;
+	int rc = -ENOMEM;
 
-	rc = kvfs_map(k, ns, h, &p, &len);
-	if (rc)
-		return rc;
-	/* an engine would copy p to the GPU here (kvfs_copy_to_device) */
-	rc = kv_check(p, len, h);
-	kvfs_unmap(k, p);
+	if (!p || !len)
+		goto out_free;
+	got = kvfs_map_batch(k, ns, h, hits, p, len);
+	rc = got < 0 ? (int)got : 0;
+	/* the lease pins them: all are there */
+	if (got >= 0 && (size_t)got != hits)
+		rc = -ESTALE;
+	/* an engine would copy them to the GPU here
+	 * (kvfs_copy_to_device_batch) */
+	for (long i = 0; i < got && !rc; i++)
+		rc = kv_check(p[i], len[i], h[i]);
+	if (got > 0)
+		kvfs_unmap_batch(k, p, (size_t)got);
+out_free:
+	free(p);
+	free(len);
 	return rc;
 }
 
@@ -100,8 +112,7 @@ static int run(struct kvfs *k, const char *ns, const uint32_t *tok, size_t ntok)
 		rc = (int)hits;
 		goto out_free;
 	}
-	for (size_t i = 0; i < (size_t)hits && !rc; i++)
-		rc = use_hit(k, ns, h[i]);
+	rc = use_hits(k, ns, (const uint8_t(*)[KVFS_HASH_LEN])h, (size_t)hits);
 	for (size_t i = (size_t)hits; i < n && !rc; i++)
 		rc = compute_miss(k, ns, h[i], i ? h[i - 1] : NULL);
 	if (lease)

@@ -148,7 +148,8 @@ static void conn_close(struct ctl_server *srv, struct ctl_conn *c)
 	/* the same for maps (their slots may be reused once the client is
 	 * gone, and its mapping went with it) and for unfinished writers */
 	for (size_t i = 0; i < c->nmaps; i++)
-		kv_store_put(srv->st, &c->maps[i].ref);
+		if (!c->maps[i].dead)
+			kv_store_put(srv->st, &c->maps[i].ref);
 	for (size_t i = 0; i < c->nwriters; i++)
 		kv_store_abort(srv->st, c->writers[i].wh);
 	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -201,17 +202,21 @@ int ctl_lease_room(struct ctl_conn *c)
 	return 0;
 }
 
-/* grow an array of n used entries of size sz toward one more, up to max */
-static int room(void **arr, size_t n, size_t *cap, size_t sz, size_t max)
+/* grow an array of n used entries of size sz toward want more, up to
+ * max entries */
+static int room(void **arr, size_t n, size_t want, size_t *cap, size_t sz,
+		size_t max)
 {
 	size_t ncap;
 	void *p;
 
-	if (n >= max)
+	if (n > max || want > max - n)
 		return -EAGAIN;
-	if (n < *cap)
+	if (n + want <= *cap)
 		return 0;
-	ncap = *cap ? *cap * 2 : 16;
+	ncap = *cap ? *cap : 16;
+	while (ncap < n + want)
+		ncap *= 2;
 	p = realloc(*arr, ncap * sz);
 	if (!p)
 		return -ENOMEM;
@@ -220,15 +225,92 @@ static int room(void **arr, size_t n, size_t *cap, size_t sz, size_t max)
 	return 0;
 }
 
-int ctl_map_room(struct ctl_conn *c)
+/* ---- maps ------------------------------------------------------------ */
+
+/* squeeze the holes out, keeping the id order */
+static void map_compact(struct ctl_conn *c)
 {
-	return room((void **)&c->maps, c->nmaps, &c->maps_cap, sizeof(*c->maps),
-		    CTL_CONN_MAPS_MAX);
+	size_t j = 0;
+
+	for (size_t i = 0; i < c->nmaps; i++)
+		if (!c->maps[i].dead)
+			c->maps[j++] = c->maps[i];
+	c->nmaps = j;
+	c->maps_dead = 0;
+}
+
+int ctl_map_room(struct ctl_conn *c, size_t n)
+{
+	if (n > CTL_CONN_MAPS_MAX - ctl_map_count(c))
+		return -EAGAIN;
+	if (c->maps_dead && c->nmaps + n > c->maps_cap)
+		map_compact(c);
+	return room((void **)&c->maps, c->nmaps, n, &c->maps_cap,
+		    sizeof(*c->maps), SIZE_MAX / sizeof(*c->maps));
+}
+
+void ctl_map_add(struct ctl_conn *c, uint64_t id, const struct kv_ref *ref)
+{
+	struct ctl_map *m = &c->maps[c->nmaps++];
+
+	m->id = id;
+	m->ref = *ref;
+	m->dead = false;
+}
+
+/* the entry with this id, holes included, or NULL: a binary search, as
+ * ids only grow and entries are added in id order */
+static struct ctl_map *map_at(struct ctl_conn *c, uint64_t id)
+{
+	size_t lo = 0, hi = c->nmaps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->maps[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->nmaps && c->maps[lo].id == id ? &c->maps[lo] : NULL;
+}
+
+int ctl_map_unmap(struct ctl_server *srv, struct ctl_conn *c,
+		  const uint64_t *ids, size_t n, size_t *bad)
+{
+	struct ctl_map *m;
+	size_t i;
+
+	/* mark first: a map named twice is a hole the second time */
+	for (i = 0; i < n; i++) {
+		m = map_at(c, ids[i]);
+		if (!m || m->dead)
+			break;
+		m->dead = true;
+	}
+	if (i < n) {
+		*bad = i;
+		while (i--)
+			map_at(c, ids[i])->dead = false;
+		return -ENOENT;
+	}
+	for (i = 0; i < n; i++)
+		kv_store_put(srv->st, &map_at(c, ids[i])->ref);
+	c->maps_dead += n;
+	if (c->maps_dead >= c->nmaps / 2)
+		map_compact(c);
+	return 0;
+}
+
+void ctl_map_drop_last(struct ctl_server *srv, struct ctl_conn *c, size_t n)
+{
+	while (n--)
+		kv_store_put(srv->st, &c->maps[--c->nmaps].ref);
 }
 
 int ctl_writer_room(struct ctl_conn *c)
 {
-	return room((void **)&c->writers, c->nwriters, &c->writers_cap,
+	return room((void **)&c->writers, c->nwriters, 1, &c->writers_cap,
 		    sizeof(*c->writers), CTL_CONN_WRITERS_MAX);
 }
 

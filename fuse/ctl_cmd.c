@@ -268,7 +268,7 @@ static struct conn_sums conn_sums(const struct ctl_server *srv)
 
 	for (const struct ctl_conn *c = srv->conns; c; c = c->next) {
 		n.leases += c->nleases;
-		n.maps += c->nmaps;
+		n.maps += ctl_map_count(c);
 		n.writers += c->nwriters;
 	}
 	return n;
@@ -622,14 +622,6 @@ static int room_fail(struct req *r, int rc, const char *what, unsigned max)
 	return fail(r, rc, "out of memory");
 }
 
-static struct ctl_map *map_find(struct ctl_conn *c, uint64_t id)
-{
-	for (size_t i = 0; i < c->nmaps; i++)
-		if (c->maps[i].id == id)
-			return &c->maps[i];
-	return NULL;
-}
-
 static struct ctl_writer *writer_find(struct ctl_conn *c, uint64_t id)
 {
 	for (size_t i = 0; i < c->nwriters; i++)
@@ -638,74 +630,133 @@ static struct ctl_writer *writer_find(struct ctl_conn *c, uint64_t id)
 	return NULL;
 }
 
-static int map_args(struct req *r, struct ns_arg *ns, uint8_t *h)
+/* take a reference on block h and describe it as one map, at most
+ * CTL_MAP_JSON bytes of out: ctl_map_room made room for it */
+static int map_one(struct req *r, const struct ns_arg *ns, const uint8_t *h)
 {
-	int rc = arg_ns(r, ns);
+	struct kv_block_info bi;
+	struct kv_ref ref;
+	uint64_t id;
+	int rc;
 
-	if (!rc)
-		rc = arg_hash(r, h);
-	if (!rc)
-		rc = arg_end(r);
+	rc = kv_store_get(r->srv->st, ns->id, h, &ref);
 	if (rc)
 		return rc;
-	/* room first, so that no allocation can fail holding the ref */
-	rc = ctl_map_room(r->conn);
+	/* the reference keeps the block, so stat finds it unless it was
+	 * unlinked in between: then the name is gone, and so is the map */
+	rc = kv_store_stat(r->srv->st, ns->id, h, &bi);
+	if (rc) {
+		kv_store_put(r->srv->st, &ref);
+		return rc;
+	}
+	id = ++r->srv->next_ref;
+	ctl_map_add(r->conn, id, &ref);
+	kvfs_buf_printf(r->out,
+			"\"ref\":\"%llu\",\"slot\":%u,\"offset\":%llu,"
+			"\"size\":%llu,\"checksum\":\"%08x\"",
+			(unsigned long long)id, ref.slot,
+			(unsigned long long)slot_offset(r, ref.slot),
+			(unsigned long long)ref.size, bi.checksum);
+	return 0;
+}
+
+static int map_room(struct req *r, size_t n)
+{
+	/* room first, so that no allocation can fail holding a ref */
+	int rc = ctl_map_room(r->conn, n);
+
 	return rc ? room_fail(r, rc, "maps", CTL_CONN_MAPS_MAX) : 0;
 }
 
 static int cmd_map(struct req *r)
 {
 	uint8_t h[KVFS_HASH_LEN];
-	struct kv_block_info bi;
-	struct ctl_map *m;
 	struct ns_arg ns;
 	int rc;
 
-	rc = map_args(r, &ns, h);
+	rc = arg_ns(r, &ns);
+	if (!rc)
+		rc = arg_hash(r, h);
+	if (!rc)
+		rc = arg_end(r);
+	if (!rc)
+		rc = map_room(r, 1);
 	if (rc)
 		return rc;
-	m = &r->conn->maps[r->conn->nmaps];
-	rc = kv_store_get(r->srv->st, ns.id, h, &m->ref);
+	kvfs_buf_puts(r->out, ",");
+	rc = map_one(r, &ns, h);
 	if (rc == -ENOENT)
 		return fail(r, rc, "no such block in \"%.255s\"", ns.name);
 	if (rc)
 		return fail(r, rc, "map: %s", strerror(-rc));
-	/* the reference keeps the block, so stat finds it unless it was
-	 * unlinked in between: then the name is gone, and so is the map */
-	rc = kv_store_stat(r->srv->st, ns.id, h, &bi);
-	if (rc) {
-		kv_store_put(r->srv->st, &m->ref);
-		return fail(r, rc, "map: %s", strerror(-rc));
-	}
-	m->id = ++r->srv->next_ref;
-	r->conn->nmaps++;
-	kvfs_buf_printf(r->out,
-			",\"ref\":\"%llu\",\"slot\":%u,\"offset\":%llu,"
-			"\"size\":%llu,\"checksum\":\"%08x\"",
-			(unsigned long long)m->id, m->ref.slot,
-			(unsigned long long)slot_offset(r, m->ref.slot),
-			(unsigned long long)m->ref.size, bi.checksum);
 	return 0;
 }
 
-static int cmd_unmap(struct req *r)
+/* map the longest cached prefix of the hashes, in one request */
+static int cmd_mapv(struct req *r)
 {
-	struct ctl_map *m;
-	uint64_t id;
+	uint8_t(*h)[KVFS_HASH_LEN];
+	struct ns_arg ns;
+	size_t n, k;
 	int rc;
 
-	rc = arg_u64(r, "ref", 1, UINT64_MAX, &id);
+	rc = arg_ns(r, &ns);
 	if (!rc)
-		rc = arg_end(r);
+		rc = arg_hashes(r, &h, &n);
 	if (rc)
 		return rc;
-	m = map_find(r->conn, id);
-	if (!m)
-		return fail(r, -ENOENT, "no map %llu on this connection",
-			    (unsigned long long)id);
-	kv_store_put(r->srv->st, &m->ref);
-	*m = r->conn->maps[--r->conn->nmaps];
+	rc = map_room(r, n);
+	if (rc) {
+		free(h);
+		return rc;
+	}
+	kvfs_buf_puts(r->out, ",\"maps\":[");
+	for (k = 0; k < n; k++) {
+		kvfs_buf_puts(r->out, k ? ",{" : "{");
+		rc = map_one(r, &ns, h[k]);
+		if (rc)
+			break;
+		kvfs_buf_puts(r->out, "}");
+	}
+	free(h);
+	if (rc && rc != -ENOENT) {
+		/* all or nothing: what was mapped here is dropped again */
+		ctl_map_drop_last(r->srv, r->conn, k);
+		return fail(r, rc, "mapv: %s", strerror(-rc));
+	}
+	if (rc) /* the first miss ends the prefix: drop its "{" */
+		r->out->len -= k ? 2 : 1;
+	if (r->out->p)
+		r->out->p[r->out->len] = '\0';
+	kvfs_buf_printf(r->out, "],\"count\":%zu,\"n\":%zu", k, n);
 	return 0;
+}
+
+/* every REF is checked before any is dropped, so a bad one (or one
+ * named twice) unmaps nothing */
+static int cmd_unmap(struct req *r)
+{
+	size_t n = words_left(r), bad;
+	uint64_t *ids;
+	int rc = 0;
+
+	if (!n)
+		return fail(r, -EINVAL, "missing ref");
+	if (n > CTLP_HASHES_MAX)
+		return fail(r, -E2BIG, "%zu refs: at most %u per request", n,
+			    CTLP_HASHES_MAX);
+	ids = malloc(n * sizeof(*ids));
+	if (!ids)
+		return fail(r, -ENOMEM, "out of memory for %zu refs", n);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = arg_u64(r, "ref", 1, UINT64_MAX, &ids[i]);
+	if (!rc && ctl_map_unmap(r->srv, r->conn, ids, n, &bad))
+		rc = fail(r, -ENOENT,
+			  "no map %llu on this connection%s; nothing unmapped",
+			  (unsigned long long)ids[bad],
+			  n > 1 ? " (or named twice)" : "");
+	free(ids);
+	return rc;
 }
 
 static int alloc_args(struct req *r, struct ns_arg *ns, uint8_t *h,
@@ -926,6 +977,7 @@ static const struct ctl_cmd ctl_cmds[] = {
     {"renew", NULL, cmd_renew},
     {"evict", NULL, cmd_evict},
     {"map", NULL, cmd_map},
+    {"mapv", NULL, cmd_mapv},
     {"unmap", NULL, cmd_unmap},
     {"alloc", NULL, cmd_alloc},
     {"commit", NULL, cmd_commit},

@@ -44,6 +44,7 @@
 struct ctl_map {
 	uint64_t id;
 	struct kv_ref ref;
+	bool dead;		/* unmapped: a hole until compacted */
 };
 
 /* a zero-copy writer (command "alloc"): sealed by "commit", freed by
@@ -79,8 +80,12 @@ struct ctl_conn {
 	struct ctl_lease *leases;
 	size_t nleases;
 	size_t leases_cap;
-	struct ctl_map *maps;	/* unordered; ids from srv->next_ref */
-	size_t nmaps;
+	/* in id order (ids come from srv->next_ref, which only grows), so
+	 * an unmap is a binary search; unmapped entries stay as holes
+	 * until they are half of all, then are squeezed out */
+	struct ctl_map *maps;
+	size_t nmaps;		/* entries, holes included */
+	size_t maps_dead;	/* holes */
 	size_t maps_cap;
 	struct ctl_writer *writers;
 	size_t nwriters;
@@ -126,9 +131,26 @@ void ctl_lease_forget(struct ctl_server *srv, struct ctl_conn *c,
 void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c,
 		       uint64_t id, uint64_t expires_ns);
 
-/* ctl.c: grow c's map (writer) array for one more entry; -EAGAIN past
- * CTL_CONN_MAPS_MAX (CTL_CONN_WRITERS_MAX), -ENOMEM */
-int ctl_map_room(struct ctl_conn *c);
+/*
+ * ctl.c: c's maps.  ctl_map_room makes room for n more (-EAGAIN when
+ * that would hold more than CTL_CONN_MAPS_MAX, -ENOMEM), so that the
+ * ctl_map_add calls after the store's gets cannot fail.
+ * ctl_map_unmap puts the references of the n maps ids[] names, all or
+ * none: -ENOENT, with *bad the index of the first id that is not a map
+ * of c (or names one a second time), and nothing dropped.
+ * ctl_map_drop_last takes back the last n ctl_map_add calls.
+ */
+int ctl_map_room(struct ctl_conn *c, size_t n);
+void ctl_map_add(struct ctl_conn *c, uint64_t id, const struct kv_ref *ref);
+int ctl_map_unmap(struct ctl_server *srv, struct ctl_conn *c,
+		  const uint64_t *ids, size_t n, size_t *bad);
+void ctl_map_drop_last(struct ctl_server *srv, struct ctl_conn *c, size_t n);
+static inline size_t ctl_map_count(const struct ctl_conn *c)
+{
+	return c->nmaps - c->maps_dead;
+}
+/* grow c's writer array for one more; -EAGAIN past CTL_CONN_WRITERS_MAX,
+ * -ENOMEM */
 int ctl_writer_room(struct ctl_conn *c);
 
 #endif /* KVFS_CTL_INT_H */

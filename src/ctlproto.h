@@ -58,7 +58,16 @@
  *                              "checksum":"%08x"}  the block's bytes are
  *                             at offset..offset+size-1 of the pool file,
  *                             held (not evicted, not reused) until unmap
- *   unmap REF                 {}               -ENOENT not this conn's map
+ *   mapv NS HASH...           {"maps":[MAP,...],"count":K,"n":N}  the
+ *                             longest cached prefix (as lookup), each
+ *                             block mapped as by map; MAP is map's
+ *                             object.  Past the maps one connection may
+ *                             hold (below): -EAGAIN and
+ *                             nothing mapped
+ *   unmap REF...              {}  all or none: -ENOENT when a REF is not
+ *                             this conn's map (or is named twice), and
+ *                             then nothing is unmapped; at most
+ *                             CTLP_HASHES_MAX refs
  *   alloc NS HASH [PARENT]    {"ref":"W","slot":N,"offset":N,"cap":N}
  *                             a fresh slot of cap bytes at offset, for the
  *                             client to write through its own read-write

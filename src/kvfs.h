@@ -98,6 +98,22 @@ int kvfs_map(struct kvfs *k, const char *ns, const uint8_t hash[KVFS_HASH_LEN],
 /* -EINVAL for a pointer kvfs_map did not return (or unmapped already) */
 int kvfs_unmap(struct kvfs *k, const void *ptr);
 
+/*
+ * Map the longest cached prefix of hashes[0..n-1] in ns in one round
+ * trip: returns K (0..n), and blocks 0..K-1 are mapped as by kvfs_map(),
+ * ptrs[i] and lens[i] for each (entries K..n-1 are left alone).  Each is
+ * unmapped by kvfs_unmap() or, many at once, kvfs_unmap_batch().
+ * -ENOENT unknown namespace, -E2BIG more than 16000 hashes, -EAGAIN the
+ * handle would hold more than 65536 maps; else as kvfs_map().
+ */
+long kvfs_map_batch(struct kvfs *k, const char *ns,
+		    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+		    const void **ptrs, size_t *lens);
+/* unmap n pointers at once (one request, not waited for); -EINVAL when
+ * one of them is not mapped (or is named more often than it is), and
+ * then none is unmapped */
+int kvfs_unmap_batch(struct kvfs *k, const void *const *ptrs, size_t n);
+
 /* ---- writing -------------------------------------------------------- */
 
 /*

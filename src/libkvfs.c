@@ -260,23 +260,94 @@ int kvfs_release(struct kvfs *k, uint64_t lease)
 
 /* ---- map ------------------------------------------------------------ */
 
-static int map_track(struct kvfs *k, const void *ptr, uint64_t ref)
+/*
+ * The live maps: a table of (ptr, ref) keyed by ptr, linear probing, at
+ * most 3/4 full, so an unmap costs the same with 10 maps as with 60000.
+ * An empty entry has ptr NULL (no map is at NULL: it lies in a mapping).
+ */
+static size_t map_home(const struct kvfs *k, const void *ptr)
 {
-	struct kvfs_mapent *p;
-	size_t cap;
+	uint64_t x = (uint64_t)(uintptr_t)ptr;
 
-	if (k->nmaps == k->maps_cap) {
-		cap = k->maps_cap ? k->maps_cap * 2 : 16;
-		p = realloc(k->maps, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		k->maps = p;
-		k->maps_cap = cap;
-	}
-	k->maps[k->nmaps].ptr = ptr;
-	k->maps[k->nmaps].ref = ref;
+	/* slots are page-aligned, so the low bits say nothing: mix them */
+	x ^= x >> 29;
+	x *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(x >> 32) & (k->maps_cap - 1);
+}
+
+static void map_put(struct kvfs *k, const void *ptr, uint64_t ref)
+{
+	size_t i = map_home(k, ptr);
+
+	while (k->maps[i].ptr)
+		i = (i + 1) & (k->maps_cap - 1);
+	k->maps[i].ptr = ptr;
+	k->maps[i].ref = ref;
 	k->nmaps++;
+}
+
+/* room for n more maps, so that tracking after the daemon's answer
+ * cannot fail */
+static int map_reserve(struct kvfs *k, size_t n)
+{
+	struct kvfs_mapent *old = k->maps;
+	size_t cap = k->maps_cap ? k->maps_cap : 16, ocap = k->maps_cap;
+
+	if (n > SIZE_MAX / 8 - k->nmaps)
+		return -ENOMEM;
+	while ((k->nmaps + n) * 4 > cap * 3)
+		cap *= 2;
+	if (cap == k->maps_cap)
+		return 0;
+	k->maps = calloc(cap, sizeof(*k->maps));
+	if (!k->maps) {
+		k->maps = old;
+		return -ENOMEM;
+	}
+	k->maps_cap = cap;
+	k->nmaps = 0;
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].ptr)
+			map_put(k, old[i].ptr, old[i].ref);
+	free(old);
 	return 0;
+}
+
+/* the index of one map of ptr, or SIZE_MAX */
+static size_t map_find(const struct kvfs *k, const void *ptr)
+{
+	size_t i;
+
+	if (!k->maps_cap)
+		return SIZE_MAX;
+	for (i = map_home(k, ptr); k->maps[i].ptr;
+	     i = (i + 1) & (k->maps_cap - 1))
+		if (k->maps[i].ptr == ptr)
+			return i;
+	return SIZE_MAX;
+}
+
+/* take entry i out; the entries after it in its run move back into the
+ * gap where their probe allows, so no tombstone is needed */
+static uint64_t map_take(struct kvfs *k, size_t i)
+{
+	size_t mask = k->maps_cap - 1, j = i;
+	uint64_t ref = k->maps[i].ref;
+
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!k->maps[j].ptr)
+			break;
+		/* j may fill the gap at i unless its home lies in (i, j] */
+		if (((j - map_home(k, k->maps[j].ptr)) & mask) >=
+		    ((j - i) & mask)) {
+			k->maps[i] = k->maps[j];
+			i = j;
+		}
+	}
+	k->maps[i].ptr = NULL;
+	k->nmaps--;
+	return ref;
 }
 
 /* ask the daemon for the block; on success *ref pins it */
@@ -317,38 +388,164 @@ int kvfs_map(struct kvfs *k, const char *ns, const uint8_t hash[KVFS_HASH_LEN],
 		return rc;
 	rc = check_span(k, &k->ro, off, size);
 	if (!rc)
-		rc = map_track(k, k->ro.base + off, ref);
+		rc = map_reserve(k, 1);
 	if (rc) {
 		ref_call(k, "unmap", ref, NULL);
 		return rc;
 	}
+	map_put(k, k->ro.base + off, ref);
 	*ptr = k->ro.base + off;
 	*len = (size_t)size;
 	return 0;
 }
 
+/* "unmap REF..." for refs[0..n-1], posted: the answers ride with the
+ * handle's next request (an error can only be a ref the daemon dropped
+ * already, with a dead connection); the bytes stay valid to us until
+ * then anyway, and ours is the only use of them */
+static int unmap_post(struct kvfs *k, const uint64_t *refs, size_t n)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i += CTLP_HASHES_MAX) {
+		b.len = 0;
+		kvfs_buf_puts(&b, "unmap");
+		for (size_t j = i; j < n && j < i + CTLP_HASHES_MAX; j++)
+			kvfs_buf_printf(&b, " %llu",
+					(unsigned long long)refs[j]);
+		rc = b.err ? b.err : kvfs_ctl_post(k->ctl, b.p);
+	}
+	kvfs_buf_release(&b);
+	return rc;
+}
+
+/* the spans of a mapv answer, checked; refs[] gets every ref that
+ * parses, so that a bad answer can be unmapped again */
+static int mapv_spans(struct kvfs *k, const struct kvfs_json *maps,
+		      size_t count, uint64_t *refs, size_t *nrefs,
+		      const void **ptrs, size_t *lens)
+{
+	uint64_t off, len;
+	int rc = 0;
+
+	*nrefs = 0;
+	for (size_t i = 0; i < count; i++) {
+		const struct kvfs_json *m = &maps->kid[i];
+
+		if (span_fields(m, "size", &refs[*nrefs], &off, &len)) {
+			rc = -EPROTO;
+			continue;
+		}
+		(*nrefs)++;
+		if (check_span(k, &k->ro, off, len))
+			rc = -EPROTO;
+		else {
+			ptrs[i] = k->ro.base + off;
+			lens[i] = (size_t)len;
+		}
+	}
+	return rc;
+}
+
+long kvfs_map_batch(struct kvfs *k, const char *ns,
+		    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+		    const void **ptrs, size_t *lens)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	const struct kvfs_json *maps;
+	struct kvfs_json *j;
+	uint64_t count, *refs;
+	size_t nrefs;
+	int rc;
+
+	if (!k || !ns || (n && (!hashes || !ptrs || !lens)) ||
+	    kvfs_ns_valid(ns))
+		return -EINVAL;
+	if (n > CTLP_HASHES_MAX)
+		return -E2BIG;
+	rc = libkvfs_pool_map(k, false);
+	if (!rc)
+		rc = map_reserve(k, n);
+	if (rc)
+		return rc;
+	refs = malloc((n ? n : 1) * sizeof(*refs));
+	if (!refs)
+		return -ENOMEM;
+	rc = kvfs_ctl_prefix_req(&b, "mapv", ns, -1, hashes, n);
+	if (!rc)
+		rc = call(k, b.p, &j);
+	kvfs_buf_release(&b);
+	if (rc)
+		goto out_free;
+	maps = kvfs_json_get(j, "maps");
+	if (kvfs_json_u64(kvfs_json_get(j, "count"), &count) || count > n ||
+	    !maps || maps->type != KVFS_JSON_ARR || maps->n != count) {
+		/* no telling which refs were taken: the daemon drops them
+		 * when this handle goes */
+		rc = -EPROTO;
+		goto out_json;
+	}
+	rc = mapv_spans(k, maps, (size_t)count, refs, &nrefs, ptrs, lens);
+	if (rc) {
+		unmap_post(k, refs, nrefs);
+		goto out_json;
+	}
+	for (size_t i = 0; i < count; i++)
+		map_put(k, ptrs[i], refs[i]);
+out_json:
+	kvfs_json_free(j);
+out_free:
+	free(refs);
+	return rc ? rc : (long)count;
+}
+
 int kvfs_unmap(struct kvfs *k, const void *ptr)
 {
 	uint64_t ref;
-	char req[64];
+	size_t i;
 
 	if (!k || !ptr)
 		return -EINVAL;
-	for (size_t i = 0; i < k->nmaps; i++) {
-		if (k->maps[i].ptr != ptr)
-			continue;
-		ref = k->maps[i].ref;
-		k->maps[i] = k->maps[--k->nmaps];
-		/* posted: its answer rides with the next request (an error
-		 * can only be a ref the daemon dropped already, with a dead
-		 * connection); the bytes stay valid to us until then anyway,
-		 * and ours is the only use of them */
-		snprintf(req, sizeof(req), "unmap %llu",
-			 (unsigned long long)ref);
-		kvfs_ctl_post(k->ctl, req);
-		return 0;
+	i = map_find(k, ptr);
+	if (i == SIZE_MAX)
+		return -EINVAL;
+	ref = map_take(k, i);
+	unmap_post(k, &ref, 1);
+	return 0;
+}
+
+int kvfs_unmap_batch(struct kvfs *k, const void *const *ptrs, size_t n)
+{
+	uint64_t one, *refs = &one;
+	size_t i, at;
+	int rc = 0;
+
+	if (!k || (!ptrs && n))
+		return -EINVAL;
+	if (n > 1) {
+		refs = malloc(n * sizeof(*refs));
+		if (!refs)
+			return -ENOMEM;
 	}
-	return -EINVAL;
+	/* take them all out first: a pointer not mapped (or once more
+	 * than it is mapped) puts the others back and unmaps nothing */
+	for (i = 0; i < n; i++) {
+		at = ptrs[i] ? map_find(k, ptrs[i]) : SIZE_MAX;
+		if (at == SIZE_MAX) {
+			rc = -EINVAL;
+			break;
+		}
+		refs[i] = map_take(k, at);
+	}
+	if (rc) /* no table growth: these fit where they were */
+		while (i--)
+			map_put(k, ptrs[i], refs[i]);
+	else
+		unmap_post(k, refs, n);
+	if (refs != &one)
+		free(refs);
+	return rc;
 }
 
 /* ---- write through the mount ---------------------------------------- */

@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cuda_runtime_api.h>
 
 #include "kvfs.h"
@@ -269,12 +270,50 @@ static int copy_launch(struct kvfs_copy *c, void *stream, int rc,
 	return 0;
 }
 
+#define MAP_CHUNK 1024 /* blocks mapped per request */
+
+/* map blocks[0..n-1] into c->ent, one kvfs_map_batch() per MAP_CHUNK;
+ * c->n counts those mapped, for copy_end to give back */
+static int map_blocks(struct kvfs *k, const char *ns,
+		      const struct kvfs_gpu_block *blocks, size_t n,
+		      struct kvfs_copy *c)
+{
+	size_t chunk = n < MAP_CHUNK ? n : MAP_CHUNK, len[MAP_CHUNK], m;
+	const void *ptr[MAP_CHUNK];
+	uint8_t(*h)[KVFS_HASH_LEN];
+	long got = 0;
+	int rc = 0;
+
+	h = malloc((chunk ? chunk : 1) * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (size_t at = 0; at < n && !rc; at += m) {
+		m = n - at < chunk ? n - at : chunk;
+		for (size_t i = 0; i < m; i++)
+			memcpy(h[i], blocks[at + i].hash, KVFS_HASH_LEN);
+		got = kvfs_map_batch(k, ns, h, m, ptr, len);
+		if (got < 0)
+			rc = (int)got;
+		for (long i = 0; i < got; i++) {
+			c->ent[c->n].map = ptr[i];
+			c->ent[c->n].len = len[i];
+			if (len[i] > blocks[c->n].len)
+				rc = -EFBIG;
+			c->n++;
+		}
+		if (!rc && (size_t)got < m)
+			rc = -ENOENT;
+	}
+	free(h);
+	return rc;
+}
+
 int kvfs_copy_to_device_batch(struct kvfs *k, const char *ns,
 			      struct kvfs_gpu_block *blocks, size_t n,
 			      void *stream, struct kvfs_copy **cp)
 {
 	struct kvfs_copy *c;
-	size_t i, len;
+	size_t i;
 	int rc;
 
 	rc = copy_begin(k, ns, blocks, n, cp);
@@ -288,17 +327,9 @@ int kvfs_copy_to_device_batch(struct kvfs *k, const char *ns,
 		return rc;
 	/* every block referenced before the first copy: a miss costs no
 	 * DMA, and all or nothing is queued */
-	for (i = 0; i < n; i++) {
-		rc = kvfs_map(k, ns, blocks[i].hash, &c->ent[i].map, &len);
-		if (rc)
-			goto out_end;
-		c->n++;
-		if (len > blocks[i].len) {
-			rc = -EFBIG;
-			goto out_end;
-		}
-		c->ent[i].len = len;
-	}
+	rc = map_blocks(k, ns, blocks, n, c);
+	if (rc)
+		goto out_end;
 	for (i = 0; i < n && !rc; i++)
 		rc = cuda_errno(cudaMemcpyAsync(
 		    blocks[i].dev, dma_src(k, c->ent[i].map), c->ent[i].len,

@@ -355,6 +355,181 @@ START_TEST(test_other_user)
 }
 END_TEST
 
+/* ---- batched maps ---------------------------------------------------- */
+
+static void settle_pinned(uint64_t pinned)
+{
+	/* unmaps are posted: bounded wait (5 s) for the daemon to read them */
+	for (int i = 0; i < 500 && stats().pinned != pinned; i++)
+		usleep(10000);
+	ck_assert_uint_eq(stats().pinned, pinned);
+}
+
+START_TEST(test_map_batch)
+{
+	struct kvfs *k = conn();
+	uint8_t h[5][KVFS_HASH_LEN], want[700];
+	const void *p[5], *one, *bogus[2];
+	size_t len[5], l1;
+
+	for (int i = 0; i < 5; i++) {
+		tu_hash(h[i], 40 + i, 1);
+		if (i != 3)
+			ck_assert_int_eq(
+			    tu_put_block(S, NS, h[i], NULL, 100 + 200 * i), 0);
+	}
+	p[4] = h[0]; /* left alone past the prefix */
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h, 5, p, len), 3);
+	ck_assert_ptr_eq(p[4], h[0]);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(len[i], 100 + 200 * i);
+		tu_fill(want, len[i], h[i]);
+		ck_assert_int_eq(memcmp(p[i], want, len[i]), 0);
+	}
+	ck_assert_uint_eq(stats().pinned, 3);
+	ck_assert_int_eq(kv_store_evict(S, NS, h[1]), -EBUSY);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h + 3, 2, p + 3, len + 3), 0);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h, 0, NULL, NULL), 0);
+
+	/* all or nothing: one pointer not mapped unmaps none */
+	bogus[0] = p[0];
+	bogus[1] = want;
+	ck_assert_int_eq(kvfs_unmap_batch(k, bogus, 2), -EINVAL);
+	bogus[1] = p[0]; /* mapped once, named twice */
+	ck_assert_int_eq(kvfs_unmap_batch(k, bogus, 2), -EINVAL);
+	ck_assert_uint_eq(stats().pinned, 3);
+	/* a map of either kind is undone by an unmap of either kind */
+	ck_assert_int_eq(kvfs_map(k, "m", h[4], &one, &l1), 0);
+	ck_assert_int_eq(kvfs_unmap(k, p[1]), 0);
+	p[1] = one;
+	ck_assert_int_eq(kvfs_unmap_batch(k, p, 3), 0);
+	ck_assert_int_eq(kvfs_unmap_batch(k, p, 1), -EINVAL);
+	ck_assert_int_eq(kvfs_unmap_batch(k, p, 0), 0);
+	settle_pinned(0);
+	ck_assert_int_eq(kv_store_evict(S, NS, h[1]), 0);
+
+	ck_assert_int_eq(kvfs_map_batch(NULL, "m", h, 1, p, len), -EINVAL);
+	ck_assert_int_eq(kvfs_map_batch(k, NULL, h, 1, p, len), -EINVAL);
+	ck_assert_int_eq(kvfs_map_batch(k, "a/b", h, 1, p, len), -EINVAL);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", NULL, 1, p, len), -EINVAL);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h, 1, NULL, len), -EINVAL);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h, 1, p, NULL), -EINVAL);
+	ck_assert_int_eq(kvfs_map_batch(k, "nosuch", h, 1, p, len), -ENOENT);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h, 16001, p, len), -E2BIG);
+	ck_assert_int_eq(kvfs_unmap_batch(NULL, p, 1), -EINVAL);
+	ck_assert_int_eq(kvfs_unmap_batch(k, NULL, 1), -EINVAL);
+	kvfs_disconnect(k);
+}
+END_TEST
+
+/* many maps of few blocks: the handle's table grows, holds one entry per
+ * map of the same pointer, and gives each back exactly once */
+START_TEST(test_map_many)
+{
+	enum { NB = 4, NM = 3000 };
+	static uint8_t h[NM][KVFS_HASH_LEN];
+	static const void *p[NM], *rest[NM];
+	static size_t len[NM];
+	struct kvfs *k = conn();
+	size_t order[NM];
+
+	for (int i = 0; i < NB; i++) {
+		tu_hash(h[i], 60 + i, 1);
+		ck_assert_int_eq(tu_put_block(S, NS, h[i], NULL, 64), 0);
+	}
+	for (int i = NB; i < NM; i++)
+		memcpy(h[i], h[i % NB], KVFS_HASH_LEN);
+	ck_assert_int_eq(kvfs_map_batch(k, "m", h, NM, p, len), NM);
+	for (int i = 0; i < NM; i++)
+		ck_assert_ptr_eq(p[i], p[i % NB]);
+	ck_assert_uint_eq(stats().pinned, NB);
+	/* a fixed shuffle: unmap in an order unlike the map's */
+	for (size_t i = 0; i < NM; i++)
+		order[i] = i;
+	for (size_t i = NM - 1; i > 0; i--) {
+		size_t j = (i * 2654435761u) % (i + 1), t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (size_t i = 0; i < NM; i++) {
+		ck_assert_int_eq(kvfs_unmap(k, p[order[i]]), 0);
+		if (i == NM / 2) /* half by one, the rest in one request */
+			break;
+	}
+	for (size_t i = NM / 2 + 1; i < NM; i++)
+		rest[i - NM / 2 - 1] = p[order[i]];
+	ck_assert_int_eq(kvfs_unmap_batch(k, rest, NM - NM / 2 - 1), 0);
+	for (int i = 0; i < NB; i++)
+		ck_assert_int_eq(kvfs_unmap(k, p[i]), -EINVAL);
+	settle_pinned(0);
+	kvfs_disconnect(k);
+}
+END_TEST
+
+/* mapv and unmap REF... on the wire */
+START_TEST(test_mapv_protocol)
+{
+	char hex[2][KVFS_HASH_HEX_LEN + 1], req[512];
+	uint64_t r[2], count;
+	uint8_t h[KVFS_HASH_LEN];
+	struct kvfs_json *j;
+	const struct kvfs_json *maps;
+	struct kvfs_ctl *c;
+
+	ck_assert_int_eq(kvfs_ctl_connect(SOCK, &c, NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		tu_hash(h, 70 + i, 1);
+		ck_assert_int_eq(tu_put_block(S, NS, h, NULL, 10), 0);
+		kvfs_hash_to_hex(h, hex[i]);
+	}
+	snprintf(req, sizeof(req), "mapv m %s %s %s", hex[0], hex[1], hex[0]);
+	ck_assert_int_eq(kvfs_ctl_request(c, req, &j, NULL, NULL, 0), 0);
+	ck_assert_int_eq(kvfs_json_u64(kvfs_json_get(j, "count"), &count), 0);
+	ck_assert_uint_eq(count, 3);
+	maps = kvfs_json_get(j, "maps");
+	ck_assert_ptr_nonnull(maps);
+	ck_assert_uint_eq(maps->n, 3);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(
+		    kvfs_json_u64(kvfs_json_get(&maps->kid[i], "ref"), &r[i]),
+		    0);
+	kvfs_json_free(j);
+	ck_assert_uint_eq(stats().pinned, 2);
+
+	/* a miss ends the prefix; none at all is count 0 */
+	tu_hash(h, 79, 1);
+	kvfs_hash_to_hex(h, hex[1]);
+	snprintf(req, sizeof(req), "mapv m %s %s", hex[1], hex[0]);
+	ck_assert_int_eq(kvfs_ctl_request(c, req, &j, NULL, NULL, 0), 0);
+	ck_assert_int_eq(kvfs_json_u64(kvfs_json_get(j, "count"), &count), 0);
+	ck_assert_uint_eq(count, 0);
+	ck_assert_uint_eq(kvfs_json_get(j, "maps")->n, 0);
+	kvfs_json_free(j);
+	call_err(c, "mapv m abc", EINVAL);
+	call_err(c, "mapv", EINVAL);
+
+	/* unmap of several: a bad or repeated ref drops nothing */
+	snprintf(req, sizeof(req), "unmap %llu %llu", (unsigned long long)r[0],
+		 (unsigned long long)r[0]);
+	call_err(c, req, ENOENT);
+	snprintf(req, sizeof(req), "unmap %llu 999999",
+		 (unsigned long long)r[0]);
+	call_err(c, req, ENOENT);
+	snprintf(req, sizeof(req), "unmap %llu x", (unsigned long long)r[0]);
+	call_err(c, req, EINVAL);
+	ck_assert_uint_eq(stats().pinned, 2);
+	snprintf(req, sizeof(req), "unmap %llu %llu", (unsigned long long)r[1],
+		 (unsigned long long)r[0]);
+	ck_assert_int_eq(kvfs_ctl_request(c, req, NULL, NULL, NULL, 0), 0);
+	call_err(c, req, ENOENT);
+	/* the third map (block 0 again) still holds block 0 */
+	ck_assert_uint_eq(stats().pinned, 1);
+	kvfs_ctl_close(c);
+	ck_assert(settles(0, 0));
+}
+END_TEST
+
 /* ---- a lying daemon ------------------------------------------------- */
 
 static char LIAR[108];
@@ -368,7 +543,8 @@ static void liar_answer(int fd, const char *req)
 
 	if (!strncmp(req, "status", 6))
 		resp = liar_status;
-	else if (!strncmp(req, "map ", 4) || !strncmp(req, "alloc ", 6))
+	else if (!strncmp(req, "map ", 4) || !strncmp(req, "mapv ", 5) ||
+		 !strncmp(req, "alloc ", 6))
 		resp = liar_map;
 	snprintf(line, sizeof(line), "%s\n", resp);
 	(void)!send(fd, line, strlen(line), MSG_NOSIGNAL);
@@ -429,10 +605,24 @@ static void liar_stop(pthread_t t)
 	unlink(LIAR);
 }
 
+/* a handle on a liar with a sound status that answers maps with resp */
+static pthread_t liar_connect(const char *resp, struct kvfs **k)
+{
+	char status[512];
+	pthread_t t;
+
+	snprintf(status, sizeof(status),
+		 "{\"ok\":true,\"daemon\":{\"pool\":\"%s\","
+		 "\"slot_size\":%u}}",
+		 P.pool, SLOT);
+	t = liar_start(status, resp);
+	ck_assert_int_eq(kvfs_connect(LIAR, k), 0);
+	return t;
+}
+
 /* kvfs_map against a daemon answering map with resp */
 static int lied_map(const char *resp)
 {
-	char status[512];
 	struct kvfs *k;
 	uint8_t h[KVFS_HASH_LEN] = {0};
 	const void *p = NULL;
@@ -440,12 +630,7 @@ static int lied_map(const char *resp)
 	pthread_t t;
 	int rc;
 
-	snprintf(status, sizeof(status),
-		 "{\"ok\":true,\"daemon\":{\"pool\":\"%s\","
-		 "\"slot_size\":%u}}",
-		 P.pool, SLOT);
-	t = liar_start(status, resp);
-	ck_assert_int_eq(kvfs_connect(LIAR, &k), 0);
+	t = liar_connect(resp, &k);
 	rc = kvfs_map(k, "m", h, &p, &len);
 	kvfs_disconnect(k);
 	liar_stop(t);
@@ -478,6 +663,48 @@ START_TEST(test_lying_daemon)
 			 -EPROTO);
 	ck_assert_int_eq(lied_map("{\"ok\":true,\"ref\":\"1\",\"offset\":-1,"
 				  "\"size\":1}"),
+			 -EPROTO);
+}
+END_TEST
+
+/* kvfs_map_batch of two hashes against a daemon answering with resp */
+static long lied_mapv(const char *resp)
+{
+	uint8_t h[2][KVFS_HASH_LEN] = {{0}};
+	const void *p[2];
+	struct kvfs *k;
+	size_t len[2];
+	pthread_t t;
+	long rc;
+
+	t = liar_connect(resp, &k);
+	rc = kvfs_map_batch(k, "m", h, 2, p, len);
+	if (rc > 0) /* what was mapped is the handle's to give back */
+		ck_assert_int_eq(kvfs_unmap_batch(k, p, (size_t)rc), 0);
+	kvfs_disconnect(k);
+	liar_stop(t);
+	return rc;
+}
+
+#define MAPV(...) "{\"ok\":true,\"maps\":[" __VA_ARGS__
+#define M1 "{\"ref\":\"1\",\"offset\":4096,\"size\":100}"
+
+START_TEST(test_lying_mapv)
+{
+	ck_assert_int_eq(lied_mapv(MAPV(M1 "," M1 "],\"count\":2}")), 2);
+	ck_assert_int_eq(lied_mapv(MAPV("],\"count\":0}")), 0);
+	/* more than asked, a count that is not the array's, no array */
+	ck_assert_int_eq(lied_mapv(MAPV(M1 "," M1 "," M1 "],\"count\":3}")),
+			 -EPROTO);
+	ck_assert_int_eq(lied_mapv(MAPV(M1 "],\"count\":2}")), -EPROTO);
+	ck_assert_int_eq(lied_mapv("{\"ok\":true,\"count\":0}"), -EPROTO);
+	/* one span outside the pool spoils the batch */
+	ck_assert_int_eq(
+	    lied_mapv(MAPV(M1 ",{\"ref\":\"2\",\"offset\":36864,"
+			      "\"size\":1}],\"count\":2}")),
+	    -EPROTO);
+	ck_assert_int_eq(lied_mapv(MAPV(M1 ",{\"offset\":4096,\"size\":1}],"
+					   "\"count\":2}")),
 			 -EPROTO);
 }
 END_TEST
@@ -519,6 +746,10 @@ int main(void)
 	tcase_add_test(tc, test_other_user);
 	tcase_add_test(tc, test_lying_daemon);
 	tcase_add_test(tc, test_lying_status);
+	tcase_add_test(tc, test_map_batch);
+	tcase_add_test(tc, test_map_many);
+	tcase_add_test(tc, test_mapv_protocol);
+	tcase_add_test(tc, test_lying_mapv);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

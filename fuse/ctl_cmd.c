@@ -687,6 +687,11 @@ static int cmd_map(struct req *r)
 	rc = map_one(r, &ns, h);
 	if (rc == -ENOENT)
 		return fail(r, rc, "no such block in \"%.255s\"", ns.name);
+	if (!rc && r->out->err) {
+		/* the answer is lost, so must the map be */
+		ctl_map_drop_last(r->srv, r->conn, 1);
+		rc = -ENOMEM;
+	}
 	if (rc)
 		return fail(r, rc, "map: %s", strerror(-rc));
 	return 0;
@@ -719,16 +724,20 @@ static int cmd_mapv(struct req *r)
 		kvfs_buf_puts(r->out, "}");
 	}
 	free(h);
-	if (rc && rc != -ENOENT) {
-		/* all or nothing: what was mapped here is dropped again */
+	if (rc == -ENOENT && !r->out->err) {
+		/* the first miss ends the prefix: drop its "{" */
+		r->out->len -= k ? 2 : 1;
+		r->out->p[r->out->len] = '\0';
+		rc = 0;
+	}
+	kvfs_buf_printf(r->out, "],\"count\":%zu,\"n\":%zu", k, n);
+	if (r->out->err && !rc)
+		rc = -ENOMEM;
+	if (rc) {
+		/* all or nothing: a client told of an error holds no map */
 		ctl_map_drop_last(r->srv, r->conn, k);
 		return fail(r, rc, "mapv: %s", strerror(-rc));
 	}
-	if (rc) /* the first miss ends the prefix: drop its "{" */
-		r->out->len -= k ? 2 : 1;
-	if (r->out->p)
-		r->out->p[r->out->len] = '\0';
-	kvfs_buf_printf(r->out, "],\"count\":%zu,\"n\":%zu", k, n);
 	return 0;
 }
 

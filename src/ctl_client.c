@@ -320,6 +320,22 @@ static int settle(struct kvfs_ctl *c)
 	return 0;
 }
 
+int kvfs_ctl_settle(struct kvfs_ctl *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	if (c->fd < 0 || !c->owed)
+		return 0; /* nothing is owed, or nothing can come */
+	rc = settle(c);
+	if (rc) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	return rc;
+}
+
 int kvfs_ctl_post(struct kvfs_ctl *c, const char *req)
 {
 	size_t len;

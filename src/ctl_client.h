@@ -35,6 +35,11 @@ int kvfs_ctl_call(struct kvfs_ctl *c, const char *req, char **resp);
  */
 #define KVFS_CTL_POST_MAX 64u
 int kvfs_ctl_post(struct kvfs_ctl *c, const char *req);
+/* read the answers owed to posted requests: at 0 the daemon has served
+ * every one of them (what a path around the socket, such as a write
+ * through the mount, must wait for); 0 at once when none is owed or the
+ * connection is closed already; transport errors as kvfs_ctl_call */
+int kvfs_ctl_settle(struct kvfs_ctl *c);
 
 /*
  * Longest cached prefix of hashes in ns, in one round trip; with

@@ -575,6 +575,10 @@ int kvfs_write(struct kvfs *k, const char *ns,
 
 	if (!k || !hash || (!buf && len) || kvfs_ns_valid(ns))
 		return -EINVAL;
+	/* this goes around the socket: the unmaps posted on it are served
+	 * first, or a slot this handle let go may still look taken.  A
+	 * broken connection does not stop the write: its close drops them */
+	(void)kvfs_ctl_settle(k->ctl);
 	kvfs_hash_to_hex(hash, hex);
 	if (snprintf(path, sizeof(path), "%s/%s/%s", k->mount, ns, hex) >=
 	    (int)sizeof(path))

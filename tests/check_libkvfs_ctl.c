@@ -113,6 +113,29 @@ START_TEST(test_map_unmap)
 }
 END_TEST
 
+/* kvfs_write goes around the socket, so it first waits for the unmaps
+ * posted on it: right after it, the slot is free (here the write itself
+ * fails, since this handle's "mount" is the socket path) */
+START_TEST(test_write_after_unmap)
+{
+	struct kvfs *k = conn();
+	uint8_t h[KVFS_HASH_LEN];
+	const void *p[NSLOTS];
+	size_t len[NSLOTS];
+
+	for (int i = 0; i < NSLOTS; i++) {
+		tu_hash(h, 90 + i, 1);
+		ck_assert_int_eq(tu_put_block(S, NS, h, NULL, 64), 0);
+		ck_assert_int_eq(kvfs_map(k, "m", h, &p[i], &len[i]), 0);
+	}
+	ck_assert_uint_eq(stats().pinned, NSLOTS);
+	ck_assert_int_eq(kvfs_unmap_batch(k, p, NSLOTS), 0);
+	ck_assert_int_ne(kvfs_write(k, "m", h, "x", 1), 0);
+	ck_assert_uint_eq(stats().pinned, 0);
+	kvfs_disconnect(k);
+}
+END_TEST
+
 START_TEST(test_commit_abort)
 {
 	struct kvfs *k = conn();
@@ -747,6 +770,7 @@ int main(void)
 	tcase_add_test(tc, test_lying_daemon);
 	tcase_add_test(tc, test_lying_status);
 	tcase_add_test(tc, test_map_batch);
+	tcase_add_test(tc, test_write_after_unmap);
 	tcase_add_test(tc, test_map_many);
 	tcase_add_test(tc, test_mapv_protocol);
 	tcase_add_test(tc, test_lying_mapv);

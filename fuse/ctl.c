@@ -25,8 +25,8 @@
 #define LISTEN_BACKLOG 64
 #define IN_KEEP 65536 /* input buffer kept between requests */
 
-/* epoll tags for the two fds that are not clients */
-static char tag_listen, tag_stop;
+/* epoll tags for the fds that are not clients */
+static char tag_listen, tag_stop, tag_job;
 
 /* ---- binding -------------------------------------------------------- */
 
@@ -405,6 +405,7 @@ static int conn_add(struct ctl_server *srv, int fd)
 
 	if (!c)
 		return -ENOMEM;
+	c->id = ++srv->next_conn;
 	c->fd = fd;
 	c->events = EPOLLIN;
 	ev.data.ptr = c;
@@ -519,7 +520,10 @@ static int conn_serve_one(struct ctl_server *srv, struct ctl_conn *c)
 		c->in[--len] = '\0';
 	srv->requests++;
 	ctl_cmd_serve(srv, c, c->in, len, &b);
-	conn_queue(c, &b);
+	if (c->busy) /* a job answers it (ctl_job_start) */
+		kvfs_buf_release(&b);
+	else
+		conn_queue(c, &b);
 	conn_consume(c, (size_t)(nl - c->in) + 1);
 	return 1;
 }
@@ -580,6 +584,14 @@ static int conn_step(struct ctl_server *srv, struct ctl_conn *c, bool readable)
 			return conn_set_events(srv, c, EPOLLOUT) < 0 ? -1 : 0;
 		if (c->closing)
 			goto out_close;
+		if (c->busy) {
+			/* its job answers first; a client that hung up
+			 * meanwhile (EOF or HUP) is answered by nobody.
+			 * No events: HUP and ERR are reported anyway */
+			if (c->eof)
+				goto out_close;
+			return conn_set_events(srv, c, 0) < 0 ? -1 : 0;
+		}
 		if (served == CTL_BATCH)
 			return 1;
 		if (!conn_serve_one(srv, c))
@@ -622,6 +634,97 @@ static bool serve_backlog(struct ctl_server *srv)
 	return more;
 }
 
+/* ---- jobs ----------------------------------------------------------- */
+
+static void *job_main(void *arg)
+{
+	struct ctl_job *j = arg;
+	struct ctl_server *srv = j->srv;
+	uint64_t one = 1;
+
+	j->run(j->arg, &srv->stopping, &j->out);
+	/* the last touch of srv is under the lock: stop frees it once
+	 * njobs is 0 */
+	pthread_mutex_lock(&srv->job_mu);
+	j->next = srv->done;
+	srv->done = j;
+	(void)!write(srv->jfd, &one, sizeof(one));
+	srv->njobs--;
+	pthread_cond_broadcast(&srv->job_cv);
+	pthread_mutex_unlock(&srv->job_mu);
+	return NULL;
+}
+
+int ctl_job_start(struct ctl_server *srv, struct ctl_conn *c, ctl_job_fn *run,
+		  void *arg)
+{
+	struct ctl_job *j = calloc(1, sizeof(*j));
+	sigset_t all, old;
+	pthread_attr_t at;
+	pthread_t t;
+	int rc;
+
+	if (!j)
+		return -ENOMEM;
+	pthread_mutex_lock(&srv->job_mu);
+	rc = srv->njobs < CTL_JOBS_MAX ? 0 : -EAGAIN;
+	if (!rc)
+		srv->njobs++;
+	pthread_mutex_unlock(&srv->job_mu);
+	if (rc) {
+		free(j);
+		return rc;
+	}
+	j->srv = srv;
+	j->conn_id = c->id;
+	j->run = run;
+	j->arg = arg;
+	/* detached, signals blocked (kvfsd's main thread takes them) */
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&t, &at, job_main, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	if (rc) {
+		free(j);
+		pthread_mutex_lock(&srv->job_mu);
+		srv->njobs--;
+		pthread_mutex_unlock(&srv->job_mu);
+		return rc;
+	}
+	c->busy = true;
+	return 0;
+}
+
+/* answer the clients whose jobs are done, if they are still here */
+static void jobs_deliver(struct ctl_server *srv)
+{
+	struct ctl_job *j, *next;
+	struct ctl_conn *c;
+	uint64_t n;
+
+	(void)!read(srv->jfd, &n, sizeof(n));
+	pthread_mutex_lock(&srv->job_mu);
+	j = srv->done;
+	srv->done = NULL;
+	pthread_mutex_unlock(&srv->job_mu);
+	for (; j; j = next) {
+		next = j->next;
+		for (c = srv->conns; c && c->id != j->conn_id; c = c->next)
+			;
+		if (c) {
+			c->busy = false;
+			conn_queue(c, &j->out); /* takes the buffer */
+			conn_step(srv, c, false);
+		} else {
+			kvfs_buf_release(&j->out);
+		}
+		free(j);
+	}
+}
+
 static int loop_timeout(const struct ctl_server *srv, bool backlog)
 {
 	uint64_t now;
@@ -658,6 +761,8 @@ static void *ctl_loop(void *arg)
 				return NULL;
 			if (p == &tag_listen)
 				accept_clients(srv);
+			else if (p == &tag_job)
+				jobs_deliver(srv);
 			else
 				conn_event(srv, p, ev[i].events);
 		}
@@ -709,6 +814,10 @@ static void srv_free(struct ctl_server *srv)
 		close(srv->epfd);
 	if (srv->efd >= 0)
 		close(srv->efd);
+	if (srv->jfd >= 0)
+		close(srv->jfd);
+	pthread_mutex_destroy(&srv->job_mu);
+	pthread_cond_destroy(&srv->job_cv);
 	if (srv->lfd >= 0)
 		close(srv->lfd);
 	free(srv->info_json);
@@ -724,14 +833,17 @@ static int srv_setup(struct ctl_server *srv, mode_t mode)
 	if (rc < 0)
 		return rc;
 	srv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	srv->jfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (srv->efd < 0 || srv->epfd < 0) {
+	if (srv->efd < 0 || srv->jfd < 0 || srv->epfd < 0) {
 		rc = -errno;
 		goto out_unlink;
 	}
 	rc = epoll_add(srv->epfd, srv->lfd, &tag_listen);
 	if (!rc)
 		rc = epoll_add(srv->epfd, srv->efd, &tag_stop);
+	if (!rc)
+		rc = epoll_add(srv->epfd, srv->jfd, &tag_job);
 	if (!rc)
 		rc = start_thread(srv);
 	if (rc < 0)
@@ -759,7 +871,9 @@ int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
 	if (!srv)
 		return -ENOMEM;
 	srv->st = st;
-	srv->lfd = srv->efd = srv->epfd = -1;
+	srv->lfd = srv->efd = srv->jfd = srv->epfd = -1;
+	pthread_mutex_init(&srv->job_mu, NULL);
+	pthread_cond_init(&srv->job_cv, NULL);
 	srv->path = strdup(path);
 	srv->info_json = strdup(info_json);
 	if (!srv->path || !srv->info_json) {
@@ -798,9 +912,20 @@ void ctl_server_stop(struct ctl_server *srv)
 
 	if (!srv)
 		return;
+	/* running jobs give up on what is left; their answers go nowhere */
+	atomic_store(&srv->stopping, true);
 	/* an eventfd write of 1 cannot fail short of a counter overflow */
 	(void)!write(srv->efd, &one, sizeof(one));
 	pthread_join(srv->thread, NULL);
+	pthread_mutex_lock(&srv->job_mu);
+	while (srv->njobs)
+		pthread_cond_wait(&srv->job_cv, &srv->job_mu);
+	pthread_mutex_unlock(&srv->job_mu);
+	for (struct ctl_job *j = srv->done, *next; j; j = next) {
+		next = j->next;
+		kvfs_buf_release(&j->out);
+		free(j);
+	}
 	while (srv->conns)
 		conn_close(srv, srv->conns);
 	unlink_ours(srv);

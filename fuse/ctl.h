@@ -9,6 +9,8 @@
 #ifndef KVFS_CTL_H
 #define KVFS_CTL_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "store.h"
@@ -29,7 +31,9 @@ int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
  * function pointers so that the server builds without it: "nodes",
  * "prefetch", and the replication of blocks committed through "commit".
  * ops must outlive the server; until it is set, those commands are
- * -ENOTSUP and commits replicate nothing.
+ * -ENOTSUP and commits replicate nothing.  prefetch waits on the network,
+ * so it runs on a thread of its own (ctl_int.h), and gives up on the
+ * blocks left (-ECANCELED each) once *stop is set: the server stops.
  */
 struct kvfs_buf;
 struct ctl_cluster_ops {
@@ -37,7 +41,8 @@ struct ctl_cluster_ops {
 	void (*sealed)(void *arg, const char *ns, const uint8_t *hash);
 	int (*nodes)(void *arg, struct kvfs_buf *out);
 	long (*prefetch)(void *arg, const char *node, const char *ns,
-			 const uint8_t (*hashes)[32], size_t n, int *res);
+			 const uint8_t (*hashes)[32], size_t n, int *res,
+			 const atomic_bool *stop);
 };
 void ctl_server_set_cluster(struct ctl_server *srv,
 			    const struct ctl_cluster_ops *ops);

@@ -29,6 +29,7 @@ struct req {
 	char *next; /* next word, NULL when none is left */
 	struct kvfs_buf *out;
 	char msg[320];
+	bool deferred; /* a job answers (ctl_job_start): write nothing */
 };
 
 /* a namespace argument, decoded and found */
@@ -921,54 +922,94 @@ static int cmd_nodes(struct req *r)
 	return 0;
 }
 
+/* what a prefetch job needs, all its own: the request line is gone by
+ * the time it runs */
+struct prefetch_job {
+	const struct ctl_cluster_ops *ops;
+	char node[KVFS_NS_MAX + 1]; /* "" for this node */
+	char ns[KVFS_NS_MAX + 1];
+	uint8_t (*h)[KVFS_HASH_LEN];
+	size_t n;
+};
+
+static void prefetch_run(void *arg, const atomic_bool *stop,
+			 struct kvfs_buf *out)
+{
+	struct prefetch_job *pj = arg;
+	char msg[128];
+	int *res = calloc(pj->n ? pj->n : 1, sizeof(*res));
+	long k = res ? pj->ops->prefetch(pj->ops->arg,
+					 pj->node[0] ? pj->node : NULL, pj->ns,
+					 (const uint8_t(*)[32])pj->h, pj->n,
+					 res, stop)
+		     : -ENOMEM;
+
+	if (k < 0) {
+		if (k == -ENXIO)
+			snprintf(msg, sizeof(msg), "no live node \"%.64s\"",
+				 pj->node);
+		else
+			snprintf(msg, sizeof(msg), "prefetch: %s",
+				 strerror((int)-k));
+		ctl_cmd_error(out, (int)-k, msg);
+	} else {
+		kvfs_buf_printf(out,
+				"{\"ok\":true,\"count\":%ld,\"n\":%zu,"
+				"\"errors\":[",
+				k, pj->n);
+		for (size_t i = 0; i < pj->n; i++)
+			kvfs_buf_printf(out, "%s%d", i ? "," : "", -res[i]);
+		kvfs_buf_puts(out, "]}\n");
+		if (out->err) {
+			kvfs_buf_release(out);
+			ctl_cmd_error(out, ENOMEM, "out of memory");
+		}
+	}
+	free(res);
+	free(pj->h);
+	free(pj);
+}
+
 /*
- * prefetch NODE NS HASH...: NODE "-" is this node.  Runs on the control
- * thread, bounded by the transfer engine's timeout per block: other
- * clients wait meanwhile (kvctl(1) says so).
+ * prefetch NODE NS HASH...: NODE "-" is this node.  Each block may wait
+ * on the network (the transfer engine's timeout), so it runs as a job:
+ * other clients are served meanwhile, this one is answered when it ends.
  */
 static int cmd_prefetch(struct req *r)
 {
-	char ns[KVFS_NS_MAX + 1];
-	uint8_t(*h)[KVFS_HASH_LEN] = NULL;
+	struct prefetch_job *pj;
 	char *node;
-	size_t n;
-	int *res;
-	long k;
 	int rc;
 
-	rc = arg_word(r, "node", &node);
-	if (!rc)
-		rc = arg_name(r, ns);
-	if (!rc)
-		rc = arg_hashes(r, &h, &n);
-	if (rc)
-		return rc;
-	if (!cluster_of(r)) {
-		free(h);
-		return no_cluster(r);
-	}
-	res = calloc(n ? n : 1, sizeof(*res));
-	if (!res) {
-		free(h);
+	pj = calloc(1, sizeof(*pj));
+	if (!pj)
 		return fail(r, -ENOMEM, "out of memory");
+	rc = arg_word(r, "node", &node);
+	if (!rc && strlen(node) >= sizeof(pj->node))
+		rc = fail(r, -EINVAL, "bad node id: longer than %zu bytes",
+			  sizeof(pj->node) - 1);
+	if (!rc)
+		rc = arg_name(r, pj->ns);
+	if (!rc)
+		rc = arg_hashes(r, &pj->h, &pj->n);
+	if (!rc && !(pj->ops = cluster_of(r)))
+		rc = no_cluster(r);
+	if (!rc) {
+		if (strcmp(node, "-"))
+			memcpy(pj->node, node, strlen(node) + 1);
+		rc = ctl_job_start(r->srv, r->conn, prefetch_run, pj);
+		if (rc == -EAGAIN)
+			rc = fail(r, rc, "%u prefetches are running already",
+				  CTL_JOBS_MAX);
+		else if (rc)
+			rc = fail(r, rc, "prefetch: %s", strerror(-rc));
 	}
-	k = cluster_of(r)->prefetch(cluster_of(r)->arg,
-				     strcmp(node, "-") ? node : NULL, ns,
-				     (const uint8_t(*)[32])h, n, res);
-	if (k < 0) {
-		free(h);
-		free(res);
-		return fail(r, (int)k, k == -ENXIO ? "no live node \"%.64s\""
-						   : "prefetch: %s",
-			    k == -ENXIO ? node : strerror((int)-k));
+	if (rc) {
+		free(pj->h);
+		free(pj);
+		return rc;
 	}
-	kvfs_buf_printf(r->out, ",\"count\":%ld,\"n\":%zu,\"errors\":[",
-			k, n);
-	for (size_t i = 0; i < n; i++)
-		kvfs_buf_printf(r->out, "%s%d", i ? "," : "", -res[i]);
-	kvfs_buf_puts(r->out, "]");
-	free(h);
-	free(res);
+	r->deferred = true;
 	return 0;
 }
 
@@ -1069,6 +1110,12 @@ void ctl_cmd_serve(struct ctl_server *srv, struct ctl_conn *c, char *line,
 	if (!rc) {
 		kvfs_buf_puts(out, "{\"ok\":true");
 		rc = cmd->fn(&r);
+	}
+	if (!rc && r.deferred) {
+		out->len = start; /* the job writes the whole answer */
+		if (out->p)
+			out->p[start] = '\0';
+		return;
 	}
 	if (!rc && !out->err) {
 		kvfs_buf_puts(out, "}\n");

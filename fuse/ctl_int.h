@@ -12,13 +12,20 @@
  * response is out (which also bounds each client's memory to one request
  * plus one response).
  *
+ * The exception is a command that waits on the network ("prefetch"):
+ * it runs on a thread of its own (struct ctl_job), and its connection
+ * serves nothing more until the answer is queued, so its answers stay in
+ * order while every other client goes on being served.
+ *
  * Everything below is touched by the loop thread only, after start and
- * before stop, so it needs no lock.
+ * before stop, so it needs no lock, but for the job fields, which
+ * job_mu guards.
  */
 #ifndef KVFS_CTL_INT_H
 #define KVFS_CTL_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,6 +41,7 @@
 #define CTL_READ_CHUNK 65536
 #define CTL_CONN_MAPS_MAX 65536	/* blocks one connection maps at once */
 #define CTL_CONN_WRITERS_MAX 1024 /* zero-copy writers of one connection */
+#define CTL_JOBS_MAX 4		/* commands running off the loop at once */
 
 /*
  * A mapped block (command "map"): the reference kv_store_get handed out,
@@ -63,6 +71,7 @@ struct ctl_lease {
 };
 
 struct ctl_conn {
+	uint64_t id;		/* never reused: a job finds its client by it */
 	int fd;
 	char *in;		/* bytes read, not yet served */
 	size_t in_len;
@@ -73,6 +82,7 @@ struct ctl_conn {
 	uint32_t events;	/* what epoll waits for now */
 	bool eof;		/* the client shut its writing side */
 	bool closing;		/* close once out is sent */
+	bool busy;		/* a job of its is running: serve no more */
 	/* match leases taken here, released on close.  An entry may outlive
 	 * its lease (expired, or released by another client): ids are never
 	 * reused by the store, so releasing it then is a harmless -ENOENT,
@@ -111,7 +121,36 @@ struct ctl_server {
 	/* kvfsd_cluster's, set once at any time (NULL: not in a cluster) */
 	_Atomic(const struct ctl_cluster_ops *) cluster;
 	uint64_t next_ref;	/* last map/writer id given; never reused */
+	uint64_t next_conn;	/* last connection id given */
+	/* jobs: njobs running, done ones waiting for the loop to answer
+	 * them (jfd wakes it); stopping tells the running ones to end */
+	pthread_mutex_t job_mu;
+	pthread_cond_t job_cv;
+	unsigned njobs;
+	struct ctl_job *done;
+	int jfd;
+	atomic_bool stopping;
 };
+
+/*
+ * A command running off the loop thread: run(arg, stop, out) appends the
+ * whole response line to out (ctl_cmd_error for a failure) and frees arg.
+ * ctl_job_start starts one for connection c, which is then busy until
+ * the answer is queued; -EAGAIN when CTL_JOBS_MAX run already, and then
+ * nothing is started (arg is still the caller's).
+ */
+typedef void ctl_job_fn(void *arg, const atomic_bool *stop,
+			struct kvfs_buf *out);
+struct ctl_job {
+	struct ctl_server *srv;
+	uint64_t conn_id;
+	ctl_job_fn *run;
+	void *arg;
+	struct kvfs_buf out;
+	struct ctl_job *next;
+};
+int ctl_job_start(struct ctl_server *srv, struct ctl_conn *c, ctl_job_fn *run,
+		  void *arg);
 
 /* ctl_cmd.c: serve one request line (NUL-terminated, no "\n"; len bytes,
  * which may hold NULs) and append its response line to out */

@@ -323,9 +323,10 @@ static int ctl_nodes(void *arg, struct kvfs_buf *out)
 }
 
 static long ctl_prefetch(void *arg, const char *node, const char *ns,
-			 const uint8_t (*hashes)[32], size_t n, int *res)
+			 const uint8_t (*hashes)[32], size_t n, int *res,
+			 const atomic_bool *stop)
 {
-	return kvfsd_cluster_prefetch(arg, node, ns, hashes, n, res);
+	return kvfsd_cluster_prefetch(arg, node, ns, hashes, n, res, stop);
 }
 
 static int start_cluster(struct daemon *d)

@@ -605,7 +605,7 @@ int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out)
 long kvfsd_cluster_prefetch(struct kvfsd_cluster *c, const char *node,
 			    const char *ns,
 			    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
-			    int *res)
+			    int *res, const atomic_bool *stop)
 {
 	struct kv_node_info *nodes = NULL, *to = NULL;
 	long nn = 0, ok = 0;
@@ -626,6 +626,10 @@ long kvfsd_cluster_prefetch(struct kvfsd_cluster *c, const char *node,
 	for (size_t i = 0; i < n; i++) {
 		int rc = 0;
 
+		if (stop && atomic_load(stop)) {
+			res[i] = -ECANCELED;
+			continue;
+		}
 		if (kv_store_ns_find(c->st, ns, &id, NULL) < 0)
 			rc = kvfsd_cluster_ns_import(c, ns);
 		if (rc == 0 && (kv_store_ns_find(c->st, ns, &id, NULL) < 0 ||

@@ -28,6 +28,7 @@
 #ifndef KVFS_FUSE_CLUSTER_H
 #define KVFS_FUSE_CLUSTER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,10 +81,11 @@ int kvfsd_cluster_ns_import(struct kvfsd_cluster *c, const char *ns);
 /* control socket: "nodes" and "prefetch" */
 int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out);
 /* warm node (NULL: this one) with n blocks; res[i] per block; returns how
- * many are there now */
+ * many are there now.  Once *stop (may be NULL) is set, the blocks left
+ * are not tried: -ECANCELED each */
 long kvfsd_cluster_prefetch(struct kvfsd_cluster *c, const char *node,
 			    const char *ns,
 			    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
-			    int *res);
+			    int *res, const atomic_bool *stop);
 
 #endif /* KVFS_FUSE_CLUSTER_H */

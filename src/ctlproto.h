@@ -76,6 +76,21 @@
  *   commit REF SIZE           {}  seal the first SIZE (0..cap) bytes
  *   abort REF                 {}  drop it, nothing becomes visible
  *
+ * Cluster (kvfsd --cluster; -ENOTSUP on a node without one):
+ *
+ *   nodes                     {"self":"ID","replicas":R,"transport":..,
+ *                              "epoch":N,"queued":N,"nodes":[{"id":..,
+ *                              "addr":..,"transports":..,"slot_size":N,
+ *                              "slots":N},...]}  the live members
+ *   prefetch NODE NS HASH...  {"count":K,"n":N,"errors":[E,...]}  fetch
+ *                             each block into this node, then, NODE not
+ *                             being "-", push it to node NODE; E is block
+ *                             i's errno (0: it is there), K how many are.
+ *                             -ENXIO NODE is no live node.  It runs off
+ *                             the control thread: other clients are
+ *                             served meanwhile, this one when it ends; at
+ *                             most 4 run at once (-EAGAIN)
+ *
  *   INFO   the daemon's own JSON object (mountpoint, pid, version, ...)
  *   STATS  render_stats_json() (fuse/render.h): pool, counters, and
  *          "namespaces":[NSOBJ,...]

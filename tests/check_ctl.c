@@ -1088,6 +1088,172 @@ START_TEST(test_json_codec)
 }
 END_TEST
 
+/* ---- prefetch: a job off the loop thread ---------------------------- */
+
+/* a cluster whose prefetch holds until the test lets it go (or the
+ * server stops), bounded at 10 s */
+static pthread_mutex_t F_MU = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t F_CV = PTHREAD_COND_INITIALIZER;
+static bool F_GO, F_SAW_STOP;
+static unsigned F_IN; /* prefetches inside fake_prefetch now */
+
+static void fake_sealed(void *arg, const char *ns, const uint8_t *hash)
+{
+	(void)arg, (void)ns, (void)hash;
+}
+
+static int fake_nodes(void *arg, struct kvfs_buf *out)
+{
+	(void)arg;
+	kvfs_buf_puts(out, ",\"nodes\":[]");
+	return 0;
+}
+
+static long fake_prefetch(void *arg, const char *node, const char *ns,
+			  const uint8_t (*h)[32], size_t n, int *res,
+			  const atomic_bool *stop)
+{
+	long k = 0;
+
+	(void)arg, (void)ns, (void)h;
+	pthread_mutex_lock(&F_MU);
+	F_IN++;
+	pthread_cond_broadcast(&F_CV);
+	for (int i = 0; i < 1000 && !F_GO && !atomic_load(stop); i++) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&F_CV, &F_MU, &ts);
+	}
+	F_SAW_STOP = F_SAW_STOP || atomic_load(stop);
+	F_IN--;
+	pthread_mutex_unlock(&F_MU);
+	if (node && strcmp(node, "n2"))
+		return -ENXIO;
+	for (size_t i = 0; i < n; i++) {
+		res[i] = atomic_load(stop) ? -ECANCELED : 0;
+		k += !res[i];
+	}
+	return k;
+}
+
+static const struct ctl_cluster_ops FAKE = {
+    .sealed = fake_sealed, .nodes = fake_nodes, .prefetch = fake_prefetch};
+
+static void fake_hold(bool hold)
+{
+	pthread_mutex_lock(&F_MU);
+	F_GO = !hold;
+	pthread_cond_broadcast(&F_CV);
+	pthread_mutex_unlock(&F_MU);
+}
+
+/* until want prefetches are inside the fake (5 s at most) */
+static void fake_wait_in(unsigned want)
+{
+	unsigned in = 0;
+
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&F_MU);
+		in = F_IN;
+		pthread_mutex_unlock(&F_MU);
+		if (in == want)
+			break;
+		msleep(10);
+	}
+	ck_assert_uint_eq(in, want);
+}
+
+static int raw_prefetch(const char *node, const char *also)
+{
+	char req[256], h0[65];
+	int fd = raw_connect();
+
+	hex(H[0], h0);
+	snprintf(req, sizeof(req), "prefetch %s m %s\n%s", node, h0, also);
+	raw_send(fd, req, strlen(req));
+	return fd;
+}
+
+START_TEST(test_prefetch_job)
+{
+	struct pollfd pfd;
+	int a, more[CTL_JOBS_MAX];
+	char req[128], h0[65], *line;
+
+	hex(H[0], h0);
+	snprintf(req, sizeof(req), "prefetch - m %s", h0);
+	call_err(C, req, ENOTSUP); /* not in a cluster yet */
+	ctl_server_set_cluster(SRV, &FAKE);
+	fake_hold(true);
+
+	/* a prefetch waiting on the network holds up nobody else ... */
+	a = raw_prefetch("-", "status\n");
+	fake_wait_in(1);
+	kvfs_json_free(call_ok(C, "status"));
+	kvfs_json_free(call_ok(C, "nodes"));
+	/* ... and its own connection is answered in order, when it ends */
+	pfd = (struct pollfd){.fd = a, .events = POLLIN};
+	ck_assert_int_eq(poll(&pfd, 1, 50), 0);
+	fake_hold(false);
+	line = raw_line(a);
+	ck_assert_str_eq(line, "{\"ok\":true,\"count\":1,\"n\":1,"
+			       "\"errors\":[0]}");
+	free(line);
+	line = raw_line(a);
+	ck_assert_int_eq(raw_errno(line), 0);
+	ck_assert_ptr_nonnull(strstr(line, "\"daemon\""));
+	free(line);
+	close(a);
+	fake_wait_in(0);
+
+	/* errors come back through the job too */
+	snprintf(req, sizeof(req), "prefetch n9 m %s", h0);
+	call_err(C, req, ENXIO);
+	snprintf(req, sizeof(req), "prefetch n2 m %s", h0);
+	kvfs_json_free(call_ok(C, req));
+	call_err(C, "prefetch - m zz", EINVAL);
+
+	/* CTL_JOBS_MAX at once, then -EAGAIN; clients that hang up while
+	 * theirs runs are answered by nobody, and nothing breaks */
+	fake_hold(true);
+	for (int i = 0; i < CTL_JOBS_MAX; i++)
+		more[i] = raw_prefetch("-", "");
+	fake_wait_in(CTL_JOBS_MAX);
+	snprintf(req, sizeof(req), "prefetch - m %s", h0);
+	call_err(C, req, EAGAIN);
+	close(more[0]);
+	close(more[1]);
+	msleep(20);
+	fake_hold(false);
+	for (int i = 2; i < CTL_JOBS_MAX; i++) {
+		line = raw_line(more[i]);
+		ck_assert_int_eq(raw_errno(line), 0);
+		free(line);
+		close(more[i]);
+	}
+	fake_wait_in(0);
+	kvfs_json_free(call_ok(C, req));
+
+	/* stopping the server ends a running job and waits for it */
+	fake_hold(true);
+	a = raw_prefetch("-", "");
+	fake_wait_in(1);
+	ctl_server_stop(SRV);
+	SRV = NULL;
+	pthread_mutex_lock(&F_MU);
+	ck_assert(F_SAW_STOP);
+	ck_assert_uint_eq(F_IN, 0);
+	pthread_mutex_unlock(&F_MU);
+	close(a);
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
@@ -1115,6 +1281,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_connect_errors);
 	tcase_add_test(tc, test_render);
 	tcase_add_test(tc, test_json_codec);
+	tcase_add_test(tc, test_prefetch_job);
 	suite_add_tcase(s, tc);
 	return s;
 }

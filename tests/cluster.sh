@@ -273,7 +273,28 @@ else
 		bad "fetch from a stopped peer took ${took}s"
 	fi
 fi
+# a prefetch waiting on the stopped peer holds up no other client of the
+# node: it runs off the control thread (three tries of ~1 s each)
+kv 2 prefetch ns "$name" "$name" "$name" >/dev/null 2>&1 &
+PFPID=$!
+sleep 0.3
+if timeout 5 "$KVCTL" -m "$tmp/mnt2" status >/dev/null 2>&1 &&
+	kill -0 "$PFPID" 2>/dev/null; then
+	ok "kvctl status answers while a prefetch waits on a stopped peer"
+else
+	bad "kvctl status waited for a prefetch (or the prefetch ended early)"
+fi
+wait "$PFPID" 2>/dev/null || true
 kill -CONT "$NPID5"
+
+# a prefetch on node 2 of node 5's block: it is node 2's own afterwards
+# (node 5's lease may have run out while it was stopped: it joins again)
+wait_until 100 sees 2 3 || true
+if kv 2 prefetch ns "$name" >"$tmp/prefetch.out" 2>&1 && has 2 "$name"; then
+	ok "kvctl prefetch brings node 5's block to node 2"
+else
+	bad "kvctl prefetch did not bring the block to node 2: $(cat "$tmp/prefetch.out")"
+fi
 
 # ---- block events to a conductor: RESET, then INSERT of a new block ------
 "$PY" - "$PORTC" "$tmp/events" <<'EOF' &

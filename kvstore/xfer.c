@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -614,11 +615,26 @@ int xfer_ns_ensure(struct kv_xfer *x, const char *ns, uint32_t block_tokens,
 	int rc;
 
 	rc = kv_store_ns_find(x->store, ns, id, &bt);
-	if (rc != -ENOENT)
-		return rc;
-	rc = kv_store_ns_create(x->store, ns, block_tokens, id);
-	if (rc == -EEXIST)	/* made meanwhile by another thread */
-		rc = kv_store_ns_find(x->store, ns, id, &bt);
+	if (rc == -ENOENT) {
+		rc = kv_store_ns_create(x->store, ns, block_tokens, id);
+		if (rc == -EEXIST) /* made meanwhile by another thread */
+			rc = kv_store_ns_find(x->store, ns, id, &bt);
+		else
+			bt = block_tokens;
+	}
+	/* a namespace of another block size is another namespace: its
+	 * blocks cover other tokens, and must not be mixed into ours */
+	if (rc == 0 && block_tokens && bt != block_tokens) {
+		static _Atomic uint64_t warned_ms; /* one line in 10 s */
+		uint64_t now = xfer_now_ms(), last = atomic_load(&warned_ms);
+
+		if (now - last >= 10000 &&
+		    atomic_compare_exchange_strong(&warned_ms, &last, now))
+			kvfs_warn("xfer: refused a block of namespace %s with "
+				  "%u tokens a block: ours has %u",
+				  ns, block_tokens, bt);
+		rc = -EMEDIUMTYPE;
+	}
 	return rc;
 }
 

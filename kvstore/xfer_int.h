@@ -180,7 +180,8 @@ int xconn_call(struct xconn *c, struct kv_wire_msg *m, uint8_t reply_type,
 	       struct kv_wire_msg *reply, uint64_t deadline);
 /* reply to a peer's request id with errno e (> 0) */
 int xconn_send_err(struct xconn *c, uint64_t id, int e);
-/* local namespace for a block arriving with block_tokens: found or made */
+/* local namespace for a block arriving with block_tokens: found or made;
+ * -EMEDIUMTYPE when ours has other block_tokens (0: not said, any) */
 int xfer_ns_ensure(struct kv_xfer *x, const char *ns, uint32_t block_tokens,
 		   uint32_t *id);
 /* a block a peer pushed is sealed here */

@@ -191,6 +191,29 @@ START_TEST(test_push_has)
 }
 END_TEST
 
+/* a namespace of the same name but another block size is refused both
+ * ways, and nothing of it lands */
+START_TEST(test_block_tokens_differ)
+{
+	uint8_t h[KVFS_HASH_LEN], g[KVFS_HASH_LEN];
+	uint32_t nsb;
+
+	tu_hash(h, 20, 5);
+	tu_hash(g, 21, 5);
+	ck_assert_int_eq(kv_store_ns_create(SB, "m", 64, &nsb), 0);
+	ck_assert_int_eq(tu_put_block(SB, nsb, h, NULL, 700), 0);
+	ck_assert_int_eq(kv_xfer_push(XB, PEER, "m", h), -EMEDIUMTYPE);
+	ck_assert_int_eq(kv_store_lookup(SA, NSA, h), 0);
+	ck_assert_int_eq(tu_put_block(SA, NSA, g, NULL, 900), 0);
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", g), -EMEDIUMTYPE);
+	ck_assert_int_eq(kv_store_lookup(SB, nsb, g), 0);
+	/* the same block size is welcome */
+	ck_assert_int_eq(kv_store_ns_create(SB, "n", 16, &nsb), 0);
+	ck_assert_int_eq(tu_put_block(SB, nsb, h, NULL, 700), 0);
+	ck_assert_int_eq(kv_xfer_push(XB, PEER, "n", h), 0);
+}
+END_TEST
+
 START_TEST(test_missing)
 {
 	uint8_t h[KVFS_HASH_LEN];
@@ -633,6 +656,7 @@ int main(void)
 	tcase_add_test(tc, test_fetch);
 	tcase_add_test(tc, test_fetch_many);
 	tcase_add_test(tc, test_push_has);
+	tcase_add_test(tc, test_block_tokens_differ);
 	tcase_add_test(tc, test_missing);
 	tcase_add_test(tc, test_wrong_secret);
 	tcase_add_test(tc, test_timeout);

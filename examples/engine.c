@@ -6,9 +6,9 @@
  * It makes a prompt of NTOKENS tokens (SEED picks them), names its full
  * blocks with the kvfs hash chain, asks the node for the longest cached
  * prefix (pinned under a lease while it is read), maps the hits in one
- * request and checks their bytes, and "computes" each miss straight into a pool slot with the
- * zero-copy writer.  The KV bytes of a block are a function of its hash,
- * so a second run can verify what the first one stored.  It prints
+ * request and checks their bytes, and "computes" each miss straight into a pool
+ * slot with the zero-copy writer.  The KV bytes of a block are a function of
+ * its hash, so a second run can verify what the first one stored.  It prints
  * "blocks N hits H misses M" and exits 0, or 1 on any error or a hit
  * whose bytes are wrong.
  */

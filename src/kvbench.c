@@ -390,6 +390,40 @@ int kvb_bad_option(const char *cmd, int c, char **argv)
 	return kvb_usage_error(cmd, "unknown option '%s'", what);
 }
 
+int kvb_getopt(const char *cmd, int argc, char **argv, const char *optstr,
+	       const struct option *lo, void (*usage)(FILE *f),
+	       int (*opt)(int c, void *o), void *o)
+{
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, optstr, lo, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return -1;
+		}
+		if (c == '?' || c == ':')
+			return kvb_bad_option(cmd, c, argv);
+		if (opt(c, o))
+			return KVB_EXIT_USAGE;
+	}
+	return 0;
+}
+
+int kvb_mount_operand(const char *cmd, int argc, char **argv,
+		      const char **mount, const char *ns)
+{
+	if (optind >= argc)
+		return kvb_usage_error(cmd, "MOUNT is missing");
+	*mount = argv[optind++];
+	if (optind < argc)
+		return kvb_usage_error(cmd, "unexpected argument '%s'",
+				       argv[optind]);
+	if (kvfs_ns_valid(ns))
+		return kvb_usage_error(cmd, "'%s' is no namespace name", ns);
+	return 0;
+}
+
 static int suffix_shift(const char *end, unsigned *shift)
 {
 	static const char units[] = "kmg";

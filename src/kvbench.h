@@ -10,10 +10,11 @@
  *
  * Exit codes, the same for every subcommand: 0 it ran, 1 it failed (one
  * line on stderr says why), 2 bad usage, or bad input given as an option
- * (engine: a trace line that is not a request, named by its number).  A benchmark that misses its
- * targets still exits 0: the numbers are the result, not a test verdict.
- * 77 (KVB_EXIT_SKIP, the test suites' SKIP): the hardware it measures is
- * not there or not built in (gpu without CUDA or without a GPU).
+ * (engine: a trace line that is not a request, named by its number).  A
+ * benchmark that misses its targets still exits 0: the numbers are the
+ * result, not a test verdict.  77 (KVB_EXIT_SKIP, the test suites' SKIP):
+ * the hardware it measures is not there or not built in (gpu without CUDA
+ * or without a GPU).
  *
  * Temporary files: every file and directory made through kvb_tmpdir() and
  * kvb_pool_path() is registered and removed when the program ends, on
@@ -83,6 +84,24 @@ int kvb_parse_double(const char *cmd, const char *opt, const char *arg,
  * Returns KVB_EXIT_USAGE.
  */
 int kvb_bad_option(const char *cmd, int c, char **argv);
+
+/*
+ * The option loop of a command: getopt_long() over optstr (which starts
+ * with ':') and lo, -h printing usage(stdout), a refused option reported
+ * by kvb_bad_option(), every other one handed to opt(c, o), whose
+ * nonzero return is KVB_EXIT_USAGE.  Returns 0 when the options are
+ * done (optind at the first operand), -1 after --help, else
+ * KVB_EXIT_USAGE.
+ */
+struct option;
+int kvb_getopt(const char *cmd, int argc, char **argv, const char *optstr,
+	       const struct option *lo, void (*usage)(FILE *f),
+	       int (*opt)(int c, void *o), void *o);
+
+/* the one operand MOUNT that a command takes after its options, and its
+ * --namespace ns checked: 0 or KVB_EXIT_USAGE, with one line */
+int kvb_mount_operand(const char *cmd, int argc, char **argv,
+		      const char **mount, const char *ns);
 
 /* ---- time ---------------------------------------------------------- */
 

@@ -122,8 +122,10 @@ void kvb_demo_usage(FILE *f)
 
 /* ---- options -------------------------------------------------------- */
 
-static int dm_opt(int c, struct dm_opts *o)
+static int dm_opt(int c, void *arg)
 {
+	struct dm_opts *o = arg;
+
 	switch (c) {
 	case 'r':
 		return kvb_parse_u64(DM_CMD, "--requests", optarg, 1,
@@ -163,7 +165,7 @@ static int dm_parse(int argc, char **argv, struct dm_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	o->requests = 2000;
@@ -171,18 +173,10 @@ static int dm_parse(int argc, char **argv, struct dm_opts *o)
 	o->slot_size = 64 << 10;
 	o->block_tokens = 64;
 	o->seed = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":r:s:z:B:S:d:kh", lo, NULL)) !=
-	       -1) {
-		if (c == 'h') {
-			kvb_demo_usage(stdout);
-			return -1;
-		}
-		if (c == '?' || c == ':')
-			return kvb_bad_option(DM_CMD, c, argv);
-		if (dm_opt(c, o))
-			return KVB_EXIT_USAGE;
-	}
+	rc = kvb_getopt(DM_CMD, argc, argv, ":r:s:z:B:S:d:kh", lo,
+			kvb_demo_usage, dm_opt, o);
+	if (rc)
+		return rc;
 	if (optind < argc)
 		return kvb_usage_error(DM_CMD, "unexpected argument '%s'",
 				       argv[optind]);

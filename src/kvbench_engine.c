@@ -130,8 +130,10 @@ void kvb_engine_usage(FILE *f)
 
 /* ---- options -------------------------------------------------------- */
 
-static int en_opt(int c, struct en_opts *o)
+static int en_opt(int c, void *arg)
 {
+	struct en_opts *o = arg;
+
 	switch (c) {
 	case 't':
 		o->trace = optarg;
@@ -171,33 +173,19 @@ static int en_parse(int argc, char **argv, struct en_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	o->ns = EN_NS;
 	o->lease_ms = EN_LEASE_MS;
 	o->seed = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":t:n:b:r:l:S:jh", lo, NULL)) !=
-	       -1) {
-		if (c == 'h') {
-			kvb_engine_usage(stdout);
-			return -1;
-		}
-		if (c == '?' || c == ':')
-			return kvb_bad_option(EN_CMD, c, argv);
-		if (en_opt(c, o))
-			return KVB_EXIT_USAGE;
-	}
-	if (optind >= argc)
-		return kvb_usage_error(EN_CMD, "MOUNT is missing");
-	o->mount = argv[optind++];
-	if (optind < argc)
-		return kvb_usage_error(EN_CMD, "unexpected argument '%s'",
-				       argv[optind]);
-	if (kvfs_ns_valid(o->ns))
-		return kvb_usage_error(EN_CMD, "'%s' is no namespace name",
-				       o->ns);
+	rc = kvb_getopt(EN_CMD, argc, argv, ":t:n:b:r:l:S:jh", lo,
+			kvb_engine_usage, en_opt, o);
+	if (rc)
+		return rc;
+	rc = kvb_mount_operand(EN_CMD, argc, argv, &o->mount, o->ns);
+	if (rc)
+		return rc;
 	if (o->trace && !*o->trace)
 		return kvb_usage_error(EN_CMD, "--trace needs a file");
 	return 0;

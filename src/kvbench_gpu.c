@@ -111,8 +111,10 @@ void kvb_gpu_usage(FILE *f)
 
 /* ---- options -------------------------------------------------------- */
 
-static int gpu_opt(int c, struct gpu_opts *o)
+static int gpu_opt(int c, void *arg)
 {
+	struct gpu_opts *o = arg;
+
 	switch (c) {
 	case 'n':
 		return kvb_parse_u64(GPU_CMD, "--blocks", optarg, 1, 1024,
@@ -144,32 +146,19 @@ static int gpu_parse(int argc, char **argv, struct gpu_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	o->ns = GPU_NS;
 	o->blocks = GPU_BLOCKS;
 	o->rounds = GPU_ROUNDS;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":n:r:d:N:jh", lo, NULL)) != -1) {
-		if (c == 'h') {
-			kvb_gpu_usage(stdout);
-			return -1;
-		}
-		if (c == '?' || c == ':')
-			return kvb_bad_option(GPU_CMD, c, argv);
-		if (gpu_opt(c, o))
-			return KVB_EXIT_USAGE;
-	}
-	if (optind >= argc)
-		return kvb_usage_error(GPU_CMD, "MOUNT is missing");
-	o->mount = argv[optind++];
-	if (optind < argc)
-		return kvb_usage_error(GPU_CMD, "unexpected argument '%s'",
-				       argv[optind]);
-	if (kvfs_ns_valid(o->ns))
-		return kvb_usage_error(GPU_CMD, "'%s' is no namespace name",
-				       o->ns);
+	rc = kvb_getopt(GPU_CMD, argc, argv, ":n:r:d:N:jh", lo, kvb_gpu_usage,
+			gpu_opt, o);
+	if (rc)
+		return rc;
+	rc = kvb_mount_operand(GPU_CMD, argc, argv, &o->mount, o->ns);
+	if (rc)
+		return rc;
 	return 0;
 }
 

@@ -102,7 +102,7 @@ struct io_ctx {
 	double *mapv, *map, *cpy;
 	const void **ptrs; /* kvfs_map_batch's answers */
 	size_t *lens;
-	uint64_t sum;	   /* of the mapped bytes, so none goes unread */
+	uint64_t sum; /* of the mapped bytes, so none goes unread */
 };
 
 void kvb_io_usage(FILE *f)
@@ -134,8 +134,10 @@ void kvb_io_usage(FILE *f)
 
 /* ---- options -------------------------------------------------------- */
 
-static int io_opt(int c, struct io_opts *o)
+static int io_opt(int c, void *arg)
 {
+	struct io_opts *o = arg;
+
 	switch (c) {
 	case 'z':
 		return kvb_parse_u64(IO_CMD, "--size", optarg, 1, 1ull << 40,
@@ -167,31 +169,18 @@ static int io_parse(int argc, char **argv, struct io_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	o->ns = IO_NS;
 	o->rounds = IO_ROUNDS;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":z:n:r:N:jh", lo, NULL)) != -1) {
-		if (c == 'h') {
-			kvb_io_usage(stdout);
-			return -1;
-		}
-		if (c == '?' || c == ':')
-			return kvb_bad_option(IO_CMD, c, argv);
-		if (io_opt(c, o))
-			return KVB_EXIT_USAGE;
-	}
-	if (optind >= argc)
-		return kvb_usage_error(IO_CMD, "MOUNT is missing");
-	o->mount = argv[optind++];
-	if (optind < argc)
-		return kvb_usage_error(IO_CMD, "unexpected argument '%s'",
-				       argv[optind]);
-	if (kvfs_ns_valid(o->ns))
-		return kvb_usage_error(IO_CMD, "'%s' is no namespace name",
-				       o->ns);
+	rc = kvb_getopt(IO_CMD, argc, argv, ":z:n:r:N:jh", lo, kvb_io_usage,
+			io_opt, o);
+	if (rc)
+		return rc;
+	rc = kvb_mount_operand(IO_CMD, argc, argv, &o->mount, o->ns);
+	if (rc)
+		return rc;
 	return 0;
 }
 

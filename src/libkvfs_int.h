@@ -29,13 +29,13 @@ struct kvfs {
 	char *mount;
 	char *pool_path;
 	uint64_t slot_size;
-	struct pool_map ro;	  /* kvfs_map() pointers point into it */
-	struct pool_map rw;	  /* kvfs_alloc() pointers point into it */
+	struct pool_map ro; /* kvfs_map() pointers point into it */
+	struct pool_map rw; /* kvfs_alloc() pointers point into it */
 	/* the live maps by pointer, open addressing (libkvfs.c): a block
 	 * mapped twice is in it twice, one entry per daemon ref */
 	struct kvfs_mapent *maps;
 	size_t nmaps;
-	size_t maps_cap;	  /* 0 or a power of two */
+	size_t maps_cap;	     /* 0 or a power of two */
 	struct kvfs_wblock *writers; /* open zero-copy writers, a list */
 	struct kvfs_gpu *gpu;
 };

@@ -722,10 +722,9 @@ START_TEST(test_lying_mapv)
 	ck_assert_int_eq(lied_mapv(MAPV(M1 "],\"count\":2}")), -EPROTO);
 	ck_assert_int_eq(lied_mapv("{\"ok\":true,\"count\":0}"), -EPROTO);
 	/* one span outside the pool spoils the batch */
-	ck_assert_int_eq(
-	    lied_mapv(MAPV(M1 ",{\"ref\":\"2\",\"offset\":36864,"
-			      "\"size\":1}],\"count\":2}")),
-	    -EPROTO);
+	ck_assert_int_eq(lied_mapv(MAPV(M1 ",{\"ref\":\"2\",\"offset\":36864,"
+					   "\"size\":1}],\"count\":2}")),
+			 -EPROTO);
 	ck_assert_int_eq(lied_mapv(MAPV(M1 ",{\"offset\":4096,\"size\":1}],"
 					   "\"count\":2}")),
 			 -EPROTO);

@@ -26,6 +26,7 @@
 #include "event.h"
 #include "kvfsd_cluster_int.h"
 #include "log.h"
+#include "net.h"
 
 #define EV_RING 65536u		/* events queued between sends */
 #define EV_BATCH 1024u		/* records per frame */
@@ -74,32 +75,35 @@ static void hook(void *arg, enum kv_store_event e, uint32_t ns,
 	pthread_mutex_unlock(&ev->lock);
 }
 
+static bool ev_stopping(void *arg)
+{
+	struct cl_ev *ev = arg;
+	bool stop;
+
+	pthread_mutex_lock(&ev->lock);
+	stop = ev->stop;
+	pthread_mutex_unlock(&ev->lock);
+	return stop;
+}
+
+/* bounded, and cut short by cl_ev_stop: a conductor whose host drops
+ * our SYNs must not hold the daemon's stop for the kernel's minutes */
 static int ev_connect(struct cl_ev *ev)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
-	struct addrinfo *ai, *p;
-	int fd = -1, rc;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+	struct timeval tv = {.tv_sec = EV_IO_TIMEOUT_MS / 1000};
+	struct addrinfo *ai;
+	int fd, rc;
 
 	rc = getaddrinfo(ev->host, ev->port, &hints, &ai);
 	if (rc != 0)
 		return -EHOSTUNREACH;
-	for (p = ai; p; p = p->ai_next) {
-		fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			continue;
-		if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
-			break;
-		close(fd);
-		fd = -1;
-	}
+	fd = kvfs_tcp_connect(ai, kvfs_net_now_ms() + EV_IO_TIMEOUT_MS,
+			      ev_stopping, ev);
 	freeaddrinfo(ai);
 	if (fd < 0)
-		return -ECONNREFUSED;
-	{
-		struct timeval tv = { .tv_sec = EV_IO_TIMEOUT_MS / 1000 };
-
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	}
+		return fd;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	ev->fd = fd;
 	ev->seq = 0;
 	return 0;
@@ -273,7 +277,6 @@ static void *ev_main(void *arg)
 int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
 {
 	struct cl_ev *ev = calloc(1, sizeof(*ev));
-	const char *colon = strrchr(addr, ':');
 	char *end;
 	unsigned long node = strtoul(c->node_id, &end, 10);
 	int rc;
@@ -287,10 +290,10 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
 		free(ev);
 		return -EINVAL;
 	}
-	if (!colon || colon == addr || !colon[1] ||
-	    (size_t)(colon - addr) >= sizeof(ev->host) ||
-	    strlen(colon + 1) >= sizeof(ev->port)) {
-		kvfs_err("--conductor %s: expected HOST:PORT", addr);
+	if (kvfs_split_hostport(addr, ev->host, sizeof(ev->host), ev->port,
+				sizeof(ev->port))) {
+		kvfs_err("--conductor %s: expected HOST:PORT or [V6]:PORT",
+			 addr);
 		free(ev);
 		return -EINVAL;
 	}
@@ -299,15 +302,6 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
 		free(ev);
 		return -ENOMEM;
 	}
-	memcpy(ev->host, addr, (size_t)(colon - addr));
-	if (ev->host[0] == '[') { /* [v6]:port */
-		size_t l = strlen(ev->host);
-
-		memmove(ev->host, ev->host + 1, l);
-		if (l > 1 && ev->host[l - 2] == ']')
-			ev->host[l - 2] = '\0';
-	}
-	snprintf(ev->port, sizeof(ev->port), "%s", colon + 1);
 	ev->c = c;
 	ev->node = (uint16_t)node;
 	ev->fd = -1;

@@ -25,14 +25,12 @@
 
 #include "auth.h"
 #include "log.h"
+#include "net.h"
 #include "xfer_int.h"
 
 uint64_t xfer_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return kvfs_net_now_ms();
 }
 
 int kv_transport_parse(const char *s, enum kv_transport *t)
@@ -52,40 +50,6 @@ int kv_transport_parse(const char *s, enum kv_transport *t)
 
 /* ---- addresses ----------------------------------------------------- */
 
-/* "HOST:PORT" or "[V6]:PORT" -> host, port strings */
-static int split_hostport(const char *s, char *host, size_t hlen, char *port,
-			  size_t plen)
-{
-	const char *colon, *h = s;
-	size_t n;
-
-	if (!s || !*s)
-		return -EINVAL;
-	if (*s == '[') {
-		const char *end = strchr(s, ']');
-
-		if (!end || end[1] != ':')
-			return -EINVAL;
-		h = s + 1;
-		n = (size_t)(end - h);
-		colon = end + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			return -EINVAL;
-		n = (size_t)(colon - s);
-	}
-	if (n == 0 || n >= hlen || !colon[1] || strlen(colon + 1) >= plen)
-		return -EINVAL;
-	memcpy(host, h, n);
-	host[n] = '\0';
-	snprintf(port, plen, "%s", colon + 1);
-	for (const char *p = port; *p; p++)
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-	return 0;
-}
-
 static int resolve(const char *s, bool passive, struct addrinfo **res)
 {
 	struct addrinfo hints = {
@@ -96,7 +60,7 @@ static int resolve(const char *s, bool passive, struct addrinfo **res)
 	char host[256], port[16];
 	int rc;
 
-	rc = split_hostport(s, host, sizeof(host), port, sizeof(port));
+	rc = kvfs_split_hostport(s, host, sizeof(host), port, sizeof(port));
 	if (rc < 0) {
 		kvfs_err("xfer: bad address '%s' (want HOST:PORT)", s);
 		return rc;
@@ -147,29 +111,21 @@ static int listen_open(struct kv_xfer *x, const char *addr)
 	return 0;
 }
 
+static bool stopping(void *arg)
+{
+	struct kv_xfer *x = arg;
+	bool stop;
+
+	pthread_mutex_lock(&x->lock);
+	stop = x->stopping;
+	pthread_mutex_unlock(&x->lock);
+	return stop;
+}
+
 /* poll fd for ev until deadline, watching x->stopping */
 static int wait_fd(struct kv_xfer *x, int fd, short ev, uint64_t deadline)
 {
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = ev };
-		uint64_t now = xfer_now_ms();
-		int step = XFER_TICK_MS, rc;
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		if (deadline - now < (uint64_t)step)
-			step = (int)(deadline - now);
-		rc = poll(&p, 1, step);
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-		pthread_mutex_lock(&x->lock);
-		rc = x->stopping;
-		pthread_mutex_unlock(&x->lock);
-		if (rc)
-			return -ECANCELED;
-	}
+	return kvfs_poll_until(fd, ev, deadline, stopping, x);
 }
 
 static void sock_tune(int fd)
@@ -181,49 +137,16 @@ static void sock_tune(int fd)
 
 static int dial(struct kv_xfer *x, const char *peer, uint64_t deadline)
 {
-	struct addrinfo *res, *ai;
-	int fd = -1, rc;
+	struct addrinfo *res;
+	int fd;
 
-	rc = resolve(peer, false, &res);
-	if (rc < 0)
-		return rc;
-	rc = -EHOSTUNREACH;
-	for (ai = res; ai; ai = ai->ai_next) {
-		socklen_t sl = sizeof(int);
-		int err = 0;
-
-		fd = socket(ai->ai_family,
-			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		if (errno != EINPROGRESS) {
-			rc = -errno;
-			goto next;
-		}
-		rc = wait_fd(x, fd, POLLOUT, deadline);
-		if (rc < 0)
-			goto next;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0)
-			err = errno;
-		if (err == 0)
-			break;
-		rc = -err;
-next:
-		close(fd);
-		fd = -1;
-		if (rc == -ETIMEDOUT || rc == -ECANCELED)
-			break;
-	}
-	freeaddrinfo(res);
+	fd = resolve(peer, false, &res);
 	if (fd < 0)
-		return rc;
-	/* blocking from here: the handshake polls, io_uring does the rest */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-	sock_tune(fd);
+		return fd;
+	fd = kvfs_tcp_connect(res, deadline, stopping, x);
+	freeaddrinfo(res);
+	if (fd >= 0)
+		sock_tune(fd);
 	return fd;
 }
 

@@ -460,10 +460,26 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* does some member of the home set hold the block?  A member that does
+ * not answer counts as holding it: it is likely gone, and the next
+ * membership change repairs again */
+static bool home_holds(struct kvfsd_cluster *c, const char *ns,
+		       const uint8_t hash[KVFS_HASH_LEN],
+		       const struct kv_node_info *nodes, const size_t *home,
+		       size_t nhome)
+{
+	for (size_t k = 0; k < nhome; k++)
+		if (kv_xfer_has(c->xf, nodes[home[k]].addr, ns, hash) != 0)
+			return true;
+	return false;
+}
+
 /*
- * Walk every local block; for those we are home for, make sure the other
- * home members hold them.  Holders outside the home set do nothing: a
- * home member that holds the block does the work.
+ * Walk every local block.  For those we are home for, make sure the other
+ * home members hold them.  For the others (copies fetched by reads),
+ * ask the home set: when none of it holds the block any more (all its
+ * members went at once), we push it there, so a cached copy outliving
+ * every home member is not the last one left.
  */
 static void repair(struct kvfsd_cluster *c)
 {
@@ -492,9 +508,14 @@ static void repair(struct kvfsd_cluster *c)
 			if (mine)
 				push_home(c, v.name[i], h, nodes, home, nhome,
 					  true);
+			else if (n > 0 && nhome &&
+				 !home_holds(c, v.name[i], h, nodes, home,
+					     nhome))
+				push_home(c, v.name[i], h, nodes, home, nhome,
+					  false);
 			free(nodes);
 			checked++;
-			if (!mine)
+			if (n <= 0 || !nhome)
 				continue;
 			if (gap_ms)
 				sleep_ms(gap_ms);

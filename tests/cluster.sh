@@ -296,6 +296,43 @@ else
 	bad "kvctl prefetch did not bring the block to node 2: $(cat "$tmp/prefetch.out")"
 fi
 
+# ---- every home member lost at once: a cached copy elsewhere restores it --
+# nodes 7 and 8 keep one copy (replicas 1) like node 5.  The block's home
+# among 2 3 5 7 8 is node 5; once 5 is gone it is node 8.  Node 7 caches
+# it by reading it, then 5 is killed: node 7, which is no home member,
+# must find that no home member holds it and push it to node 8.
+PORT7=0 PORT8=0
+node 7 "$tmp/secret" 1
+node 8 "$tmp/secret" 1
+wait_until 100 sees 7 5 || true
+lost=$("$PY" - <<'EOF'
+import hashlib
+def w(node, ns, h):
+    return int.from_bytes(hashlib.sha256(node.encode() + b"\0" + ns.encode() + b"\0" + bytes.fromhex(h)).digest()[:8], "big")
+top = lambda nodes, h: max(nodes, key=lambda n: (w(n, "ns", h), n))
+for k in range(3000, 9000):
+    h = "%064x" % k
+    if top(("2", "3", "5", "7", "8"), h) == "5" and top(("2", "3", "7", "8"), h) == "8":
+        print(h)
+        break
+EOF
+)
+head -c 40000 /dev/urandom >"$tmp/lost"
+cp "$tmp/lost" "$tmp/mnt5/ns/$lost"
+if cmp -s "$tmp/lost" "$tmp/mnt7/ns/$lost" && has 7 "$lost" && ! has 8 "$lost"; then
+	ok "node 7 caches node 5's block by reading it; node 8 has none"
+else
+	bad "setup: node 7 did not cache node 5's block (or node 8 has it)"
+fi
+kill -KILL "$NPID5"
+wait "$TPID5" 2>/dev/null || true
+fusermount3 -u -z "$tmp/mnt5" 2>/dev/null || true
+if wait_until 200 has 8 "$lost" && cmp -s "$tmp/lost" "$tmp/mnt8/ns/$lost"; then
+	ok "home node 5 killed: node 7's cached copy is pushed to the new home, node 8"
+else
+	bad "the block of killed node 5 did not reach its new home node 8"
+fi
+
 # ---- block events to a conductor: RESET, then INSERT of a new block ------
 "$PY" - "$PORTC" "$tmp/events" <<'EOF' &
 import socket, sys, time

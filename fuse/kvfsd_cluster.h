@@ -45,7 +45,7 @@ struct kvfs_fs;
 
 struct kvfsd_cluster_config {
 	struct kv_store *store;
-	const char *url;	/* etcd://HOST:PORT/NAME */
+	const char *url;	/* etcd://HOST:PORT[,HOST:PORT...]/NAME */
 	const char *node_id;
 	const char *listen;	/* HOST:PORT peers reach us on */
 	const char *secret_file;

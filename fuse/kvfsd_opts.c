@@ -87,9 +87,10 @@ void kvfsd_usage(FILE *fp)
 	      "\n"
 	      "cluster options (kvfs(7), CLUSTER; without --cluster kvfsd is\n"
 	      "a single node and needs no etcd):\n"
-	      "  --cluster etcd://HOST:PORT/NAME\n"
+	      "  --cluster etcd://HOST:PORT[,HOST:PORT...]/NAME\n"
 	      "                     join cluster NAME, whose membership is\n"
-	      "                     kept in the etcd at HOST:PORT\n"
+	      "                     kept in the etcd at HOST:PORT (several:\n"
+	      "                     the next is tried when one is down)\n"
 	      "  --node-id ID       this node's id: 1..63 of [A-Za-z0-9._-]\n"
 	      "  --listen HOST:PORT where peers reach this node (port 0:\n"
 	      "                     any free one)\n"
@@ -536,7 +537,7 @@ static int parse_cluster(struct kvfsd_opts *o)
 	const char *only[] = { o->node_id_o, o->listen_o, o->secret_file_o,
 			       o->replicas_o, o->transport_o, o->conductor_o,
 			       o->timeout_ms_o };
-	char ep[256], name[256];
+	char ep[KV_CLUSTER_EPS_MAX], name[256];
 	enum kv_transport t = KV_TRANSPORT_AUTO;
 	uint64_t v;
 	int rc;
@@ -552,7 +553,8 @@ static int parse_cluster(struct kvfsd_opts *o)
 	}
 	if (kv_cluster_url_parse(o->cluster_o, ep, sizeof(ep), name,
 				 sizeof(name)) < 0)
-		return usage_error("bad --cluster (want etcd://HOST:PORT/NAME): ",
+		return usage_error("bad --cluster (want "
+				   "etcd://HOST:PORT[,HOST:PORT...]/NAME): ",
 				   o->cluster_o);
 	if (!o->node_id_o)
 		return usage_error("--cluster needs --node-id", NULL);

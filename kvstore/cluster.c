@@ -48,7 +48,7 @@
 #define KEY_MAX (8 + CLUSTER_NAME_MAX + 4 + KVFS_NS_MAX + 1)
 
 struct kv_cluster {
-	char endpoint[ETCD_ENDPOINT_MAX];
+	char endpoint[ETCD_URLS_MAX];
 	char name[CLUSTER_NAME_MAX + 1];
 	char prefix[KEY_MAX]; /* /kvfs/<name>/nodes/ */
 	char self_key[KEY_MAX];
@@ -114,20 +114,14 @@ static bool ip6_char(char ch)
 	       (ch >= '0' && ch <= '9') || ch == ':' || ch == '.';
 }
 
-/* the parse, with the reason of a refusal for join's message */
-static int url_parse(const char *url, char *endpoint, size_t elen, char *name,
-		     size_t nlen, const char **why)
+/* one HOST:PORT at *pp (up to ',' or '/'), appended to out as
+ * "http://HOST:PORT"; *pp moves past it */
+static int url_endpoint(const char **pp, struct kvfs_buf *out, const char **why)
 {
-	static const char scheme[] = "etcd://";
-	const char *host, *hend, *p;
+	const char *host = *pp, *hend, *p;
 	unsigned long port = 0;
-	size_t hlen, plen;
-	int n;
+	size_t hlen;
 
-	*why = "it does not start with etcd://";
-	if (!url || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return -EINVAL;
-	host = url + sizeof(scheme) - 1;
 	if (*host == '[') {
 		for (hend = host + 1; ip6_char(*hend); hend++)
 			;
@@ -152,22 +146,60 @@ static int url_parse(const char *url, char *endpoint, size_t elen, char *name,
 	if (p == hend + 1 || port == 0 || port > 65535 ||
 	    (*p >= '0' && *p <= '9'))
 		return -EINVAL;
+	*why = "no room for the result";
+	if (hlen + 20 >= ETCD_ENDPOINT_MAX)
+		return -EINVAL;
+	kvfs_buf_printf(out, "%shttp://%.*s:%lu", out->len ? "," : "",
+			(int)hlen, host, port);
+	*pp = p;
+	return 0;
+}
+
+/* the parse, with the reason of a refusal for join's message */
+static int url_parse(const char *url, char *endpoint, size_t elen, char *name,
+		     size_t nlen, const char **why)
+{
+	static const char scheme[] = "etcd://";
+	struct kvfs_buf eps = KVFS_BUF_INIT;
+	const char *p;
+	unsigned n = 0;
+	size_t plen;
+	int rc;
+
+	*why = "it does not start with etcd://";
+	if (!url || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+		return -EINVAL;
+	p = url + sizeof(scheme) - 1;
+	for (;;) {
+		rc = url_endpoint(&p, &eps, why);
+		if (rc < 0)
+			goto out;
+		n++;
+		if (*p != ',')
+			break;
+		p++;
+	}
+	rc = -EINVAL;
+	*why = "more than 8 endpoints";
+	if (n > ETCD_ENDPOINTS_MAX)
+		goto out;
 	*why = "no /NAME after the port";
 	if (*p != '/')
-		return -EINVAL;
+		goto out;
 	p++;
 	plen = strlen(p);
 	*why = "bad cluster name (1..63 of A-Z a-z 0-9 . _ -)";
 	if (kv_node_id_valid(p) < 0)
-		return -EINVAL;
+		goto out;
 	*why = "no room for the result";
-	if (!endpoint || !name || plen >= nlen)
-		return -EINVAL;
-	n = snprintf(endpoint, elen, "http://%.*s:%lu", (int)hlen, host, port);
-	if (n < 0 || (size_t)n >= elen)
-		return -EINVAL;
+	if (!endpoint || !name || plen >= nlen || eps.err || eps.len >= elen)
+		goto out;
+	memcpy(endpoint, eps.p, eps.len + 1);
 	memcpy(name, p, plen + 1);
-	return 0;
+	rc = 0;
+out:
+	kvfs_buf_release(&eps);
+	return rc;
 }
 
 int kv_cluster_url_parse(const char *url, char *endpoint, size_t elen,
@@ -384,7 +416,7 @@ static int register_self(struct kv_cluster *c, struct etcd *e, uint32_t ttl_s,
 			snprintf(e->err, sizeof(e->err),
 				 "node id '%s' is already live in cluster "
 				 "'%s' (etcd at %s)",
-				 c->self.id, c->name, c->endpoint);
+				 c->self.id, c->name, e->endpoint);
 		else
 			memcpy(e->err, why, sizeof(why));
 		return rc;
@@ -515,7 +547,8 @@ static void *watcher_main(void *arg)
 		int rc;
 
 		if (!watching)
-			watching = etcd_watch_start(&c->watch, c->endpoint,
+			/* where the ranges last got through */
+			watching = etcd_watch_start(&c->watch, c->wa.endpoint,
 						    c->prefix, rev + 1) == 0;
 		rc = etcd_watch_wait(&c->watch, (int)RETRY_MS);
 		if (rc > 0)
@@ -655,7 +688,7 @@ static void lease_revoke(struct kv_cluster *c)
 int kv_cluster_join(const struct kv_cluster_config *cfg,
 		    struct kv_cluster **out)
 {
-	char endpoint[ETCD_ENDPOINT_MAX], name[CLUSTER_NAME_MAX + 1];
+	char endpoint[ETCD_URLS_MAX], name[CLUSTER_NAME_MAX + 1];
 	struct kv_cluster *c;
 	const char *why;
 	int rc;
@@ -667,9 +700,9 @@ int kv_cluster_join(const struct kv_cluster_config *cfg,
 		return -EINVAL;
 	if (url_parse(cfg->url, endpoint, sizeof(endpoint), name, sizeof(name),
 		      &why) < 0) {
-		kvfs_err(
-		    "bad cluster url '%s': %s (want etcd://HOST:PORT/NAME)",
-		    cfg->url ? cfg->url : "", why);
+		kvfs_err("bad cluster url '%s': %s (want "
+			 "etcd://HOST:PORT[,HOST:PORT...]/NAME)",
+			 cfg->url ? cfg->url : "", why);
 		return -EINVAL;
 	}
 	if (kv_node_id_valid(cfg->self.id) < 0) {

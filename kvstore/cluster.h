@@ -44,7 +44,7 @@ struct kv_node_info {
 struct kv_cluster;
 
 struct kv_cluster_config {
-	const char *url;	/* etcd://HOST:PORT/NAME */
+	const char *url;	/* etcd://HOST:PORT[,HOST:PORT...]/NAME */
 	struct kv_node_info self;
 	uint32_t ttl_s;		/* lease TTL; 0: KV_CLUSTER_TTL_S */
 	/* membership changed (a node joined or left); may be NULL */
@@ -54,7 +54,10 @@ struct kv_cluster_config {
 
 /* node ids: 1..KV_NODE_ID_MAX of [A-Za-z0-9._-] */
 int kv_node_id_valid(const char *id);
-/* etcd://HOST:PORT/NAME -> "http://HOST:PORT" and NAME; -EINVAL */
+/* etcd://HOST:PORT[,HOST:PORT...]/NAME (at most 8 endpoints) ->
+ * "http://HOST:PORT[,http://HOST:PORT...]" (KV_CLUSTER_EPS_MAX bytes
+ * always fit) and NAME; -EINVAL */
+#define KV_CLUSTER_EPS_MAX 2400
 int kv_cluster_url_parse(const char *url, char *endpoint, size_t elen,
 			 char *name, size_t nlen);
 

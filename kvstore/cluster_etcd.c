@@ -247,16 +247,28 @@ static struct curl_slist *json_headers(void)
 	return b;
 }
 
-int etcd_init(struct etcd *e, const char *endpoint, long timeout_ms)
+int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms)
 {
+	const char *p = endpoints;
 	int rc = curl_ready();
 
 	memset(e, 0, sizeof(*e));
 	if (rc < 0)
 		return rc;
-	if (strlen(endpoint) >= sizeof(e->endpoint))
-		return -EINVAL;
-	strcpy(e->endpoint, endpoint);
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+
+		if (!len || len >= ETCD_ENDPOINT_MAX ||
+		    e->neps == ETCD_ENDPOINTS_MAX)
+			return -EINVAL;
+		memcpy(e->eps[e->neps], p, len);
+		e->eps[e->neps++][len] = '\0';
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	strcpy(e->endpoint, e->eps[0]);
 	e->timeout_ms = timeout_ms > 0 ? timeout_ms : ETCD_TIMEOUT_MS;
 	e->hdr = json_headers();
 	e->h = curl_easy_init();
@@ -312,8 +324,8 @@ static int reply_error(struct etcd *e, const char *path, long status,
  * {"error": {...}} with status 200: the error is turned into an errno
  * here too.
  */
-static int etcd_call(struct etcd *e, const char *path, const char *body,
-		     json_object **out)
+static int call_one(struct etcd *e, const char *path, const char *body,
+		    json_object **out, bool *unreached)
 {
 	char url[ETCD_ENDPOINT_MAX + 64];
 	struct kvfs_buf b = KVFS_BUF_INIT;
@@ -334,6 +346,12 @@ static int etcd_call(struct etcd *e, const char *path, const char *body,
 	curl_easy_setopt(e->h, CURLOPT_WRITEDATA, &b);
 	cc = curl_easy_perform(e->h);
 	if (cc != CURLE_OK) {
+		curl_off_t connected = 0;
+
+		curl_easy_getinfo(e->h, CURLINFO_CONNECT_TIME_T, &connected);
+		*unreached = cc == CURLE_COULDNT_CONNECT ||
+			     cc == CURLE_COULDNT_RESOLVE_HOST ||
+			     (cc == CURLE_OPERATION_TIMEDOUT && !connected);
 		rc = curl_fail(e->err, sizeof(e->err), e->endpoint, e->h, cc,
 			       e->curl_err);
 		goto out_release;
@@ -371,6 +389,24 @@ static int etcd_call(struct etcd *e, const char *path, const char *body,
 out_release:
 	kvfs_buf_release(&b);
 	return rc;
+}
+
+/* call_one on the endpoint in use, then, while one cannot be reached
+ * at all, on each of the others once */
+static int etcd_call(struct etcd *e, const char *path, const char *body,
+		     json_object **out)
+{
+	int rc;
+
+	for (unsigned tried = 1;; tried++) {
+		bool unreached = false;
+
+		rc = call_one(e, path, body, out, &unreached);
+		if (!unreached || tried >= e->neps)
+			return rc;
+		e->cur = (e->cur + 1) % e->neps;
+		strcpy(e->endpoint, e->eps[e->cur]);
+	}
 }
 
 /* ---- leases ---------------------------------------------------------- */

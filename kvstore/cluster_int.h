@@ -35,14 +35,22 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "cluster.h"
+
 #define ETCD_ENDPOINT_MAX 300 /* "http://" HOST ":" PORT, NUL included */
+#define ETCD_ENDPOINTS_MAX 8  /* endpoints of one cluster url */
+#define ETCD_URLS_MAX KV_CLUSTER_EPS_MAX /* all of them, "," between */
+_Static_assert(ETCD_URLS_MAX >= ETCD_ENDPOINTS_MAX * ETCD_ENDPOINT_MAX,
+	       "room for every endpoint");
 #define ETCD_CONNECT_MS 1000L
 #define ETCD_TIMEOUT_MS 2000L	   /* a unary request, reply included */
 #define ETCD_WATCH_MS 30000L	   /* one watch stream, then a fresh one */
 #define ETCD_REPLY_MAX (16u << 20) /* a reply larger than this is -EPROTO */
 
 struct etcd {
-	char endpoint[ETCD_ENDPOINT_MAX];
+	char endpoint[ETCD_ENDPOINT_MAX]; /* the one in use */
+	char eps[ETCD_ENDPOINTS_MAX][ETCD_ENDPOINT_MAX];
+	unsigned neps, cur;
 	CURL *h; /* kept: the connection is reused */
 	struct curl_slist *hdr;
 	long timeout_ms;
@@ -50,8 +58,13 @@ struct etcd {
 	char err[512];			/* reason of the last failure */
 };
 
-/* -ENOMEM; endpoint is "http://HOST:PORT" */
-int etcd_init(struct etcd *e, const char *endpoint, long timeout_ms);
+/*
+ * endpoints: "http://HOST:PORT", or several of them separated by ",".
+ * A request that cannot reach the one in use (it failed before anything
+ * was sent, so nothing can have happened twice) tries the next ones,
+ * each once; the one that answers stays in use.  -EINVAL, -ENOMEM.
+ */
+int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms);
 void etcd_release(struct etcd *e);
 
 /* a lease of ttl_s seconds: its id, and the TTL etcd granted (which may

@@ -58,6 +58,14 @@ START_TEST(test_url_ok)
 			 0);
 	ck_assert_str_eq(ep, "http://[::1]:65535");
 	ck_assert_str_eq(name, "x");
+	/* several endpoints, tried in turn */
+	ck_assert_int_eq(
+	    kv_cluster_url_parse("etcd://10.0.0.1:2379,[::1]:2380,e-2.svc:1/p",
+				 ep, sizeof(ep), name, sizeof(name)),
+	    0);
+	ck_assert_str_eq(ep,
+			 "http://10.0.0.1:2379,http://[::1]:2380,http://e-2.svc:1");
+	ck_assert_str_eq(name, "p");
 }
 END_TEST
 
@@ -83,6 +91,12 @@ START_TEST(test_url_bad)
 	    "etcd://[]:1/x",
 	    "etcd://h:12ab/x",
 	    "etcd://h:1x/x",
+	    "etcd://h:1,/x", /* an empty endpoint */
+	    "etcd://,h:1/x",
+	    "etcd://h:1,,h:2/x",
+	    "etcd://h:1,h/x",
+	    "etcd://h:1;h:2/x",
+	    "etcd://a:1,b:1,c:1,d:1,e:1,f:1,g:1,h:1,i:1/x", /* 9 */
 	};
 	char ep[300], name[64];
 

@@ -171,6 +171,30 @@ send 4 "find nope"
 wait_for "$tmp/b.out" '^find ENOENT$' 5 || bad "find an unknown namespace"
 [ $fail = 0 ] && ok "namespaces: publish is idempotent, find resolves"
 
+# ---- several endpoints: one that does not answer is passed over --------
+# nothing listens on port 1: the first endpoint refuses every request,
+# and joining, ranging and watching go through the second
+u0=$URL
+URL="etcd://127.0.0.1:1,127.0.0.1:$cport/kvfs-test"
+start c c 2 5
+URL=$u0
+if wait_for "$tmp/c.out" '^joined [0-9]* a,b,c$' 5; then
+	ok "a member whose first etcd endpoint is dead joins through the next"
+else
+	bad "two endpoints, the first dead: $(cat "$tmp/c.out" "$tmp/c.err")"
+fi
+start d d 2 6
+if wait_for "$tmp/c.out" '^change [0-9]* a,b,c,d$' 5; then
+	ok "and its watch, through the same endpoint, sees a new member"
+else
+	bad "watch past a dead endpoint: $(tail -n 3 "$tmp/c.out" "$tmp/c.err")"
+fi
+send 5 quit
+send 6 quit
+exec 5>&- 6>&-
+wait_for "$tmp/a.out" '^change [0-9]* a,b$' 5 ||
+	die "c and d did not leave"
+
 # ---- kill -9: gone after the TTL ------------------------------------------
 e0=$(epoch_of "$tmp/a.out" ' a,b$')
 t0=$(now_ms)

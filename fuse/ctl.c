@@ -585,11 +585,9 @@ static int conn_step(struct ctl_server *srv, struct ctl_conn *c, bool readable)
 		if (c->closing)
 			goto out_close;
 		if (c->busy) {
-			/* its job answers first; a client that hung up
-			 * meanwhile (EOF or HUP) is answered by nobody.
-			 * No events: HUP and ERR are reported anyway */
-			if (c->eof)
-				goto out_close;
+			/* its job answers first, even after the client shut
+			 * its writing side (EOF).  No events: HUP (it hung
+			 * up for good, conn_event) and ERR come anyway */
 			return conn_set_events(srv, c, 0) < 0 ? -1 : 0;
 		}
 		if (served == CTL_BATCH)
@@ -610,8 +608,9 @@ out_close:
 static void conn_event(struct ctl_server *srv, struct ctl_conn *c,
 		       uint32_t events)
 {
-	/* EPOLLHUP with data still buffered: read it, serve, then close */
-	if (events & EPOLLERR) {
+	/* EPOLLHUP with data still buffered: read it, serve, then close;
+	 * but a client gone while its job runs is answered by nobody */
+	if ((events & EPOLLERR) || ((events & EPOLLHUP) && c->busy)) {
 		conn_close(srv, c);
 		return;
 	}

@@ -1194,6 +1194,7 @@ START_TEST(test_prefetch_job)
 
 	/* a prefetch waiting on the network holds up nobody else ... */
 	a = raw_prefetch("-", "status\n");
+	ck_assert_int_eq(shutdown(a, SHUT_WR), 0); /* nothing more to say */
 	fake_wait_in(1);
 	kvfs_json_free(call_ok(C, "status"));
 	kvfs_json_free(call_ok(C, "nodes"));
@@ -1209,6 +1210,7 @@ START_TEST(test_prefetch_job)
 	ck_assert_int_eq(raw_errno(line), 0);
 	ck_assert_ptr_nonnull(strstr(line, "\"daemon\""));
 	free(line);
+	ck_assert_ptr_null(raw_line(a)); /* then the server hangs up */
 	close(a);
 	fake_wait_in(0);
 

@@ -631,8 +631,8 @@ static struct ctl_writer *writer_find(struct ctl_conn *c, uint64_t id)
 	return NULL;
 }
 
-/* take a reference on block h and describe it as one map, at most
- * CTL_MAP_JSON bytes of out: ctl_map_room made room for it */
+/* take a reference on block h and describe it as one map in out;
+ * ctl_map_room made room for it */
 static int map_one(struct req *r, const struct ns_arg *ns, const uint8_t *h)
 {
 	struct kv_block_info bi;

@@ -759,11 +759,11 @@ int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
 	if (rc < 0)
 		goto fail;
 	c->hk_running = true;
-	/* the port bound, which --listen may have left to the kernel (0) */
-	kvfs_info("cluster %s: node %s on %.*s:%d, transport %s, %u replicas",
-		  cfg->url, cfg->node_id,
-		  (int)(strrchr(cfg->listen, ':') - cfg->listen), cfg->listen,
-		  kv_xfer_port(c->xf), kv_xfer_transport(c->xf), c->replicas);
+	/* the port bound too: --listen may have left it to the kernel (0) */
+	kvfs_info("cluster %s: node %s on %s (port %d), transport %s, "
+		  "%u replicas",
+		  cfg->url, cfg->node_id, cfg->listen, kv_xfer_port(c->xf),
+		  kv_xfer_transport(c->xf), c->replicas);
 	*out = c;
 	return 0;
 fail:

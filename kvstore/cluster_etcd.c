@@ -268,7 +268,7 @@ int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms)
 			break;
 		p = comma + 1;
 	}
-	strcpy(e->endpoint, e->eps[0]);
+	e->endpoint = e->eps[0];
 	e->timeout_ms = timeout_ms > 0 ? timeout_ms : ETCD_TIMEOUT_MS;
 	e->hdr = json_headers();
 	e->h = curl_easy_init();
@@ -405,7 +405,7 @@ static int etcd_call(struct etcd *e, const char *path, const char *body,
 		if (!unreached || tried >= e->neps)
 			return rc;
 		e->cur = (e->cur + 1) % e->neps;
-		strcpy(e->endpoint, e->eps[e->cur]);
+		e->endpoint = e->eps[e->cur];
 	}
 }
 

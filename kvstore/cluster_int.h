@@ -48,7 +48,7 @@ _Static_assert(ETCD_URLS_MAX >= ETCD_ENDPOINTS_MAX * ETCD_ENDPOINT_MAX,
 #define ETCD_REPLY_MAX (16u << 20) /* a reply larger than this is -EPROTO */
 
 struct etcd {
-	char endpoint[ETCD_ENDPOINT_MAX]; /* the one in use */
+	const char *endpoint; /* the one in use: eps[cur] */
 	char eps[ETCD_ENDPOINTS_MAX][ETCD_ENDPOINT_MAX];
 	unsigned neps, cur;
 	CURL *h; /* kept: the connection is reused */

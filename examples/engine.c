@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvfs.h"
+#include <kvfs.h>
 
 #define BLOCK_TOKENS 16 /* tokens per block of the namespace */
 #define KV_BYTES 8192	/* KV bytes of one block, made up */

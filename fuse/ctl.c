@@ -17,9 +17,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "ctl_int.h"
-#include "log.h"
+#include "src/common/clock.h"
+#include "fuse/ctl_int.h"
+#include "src/common/log.h"
 
 #define ACCEPT_PAUSE_NS 100000000ull /* out of fds: retry in 100 ms */
 #define LISTEN_BACKLOG 64

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "store.h"
+#include "kvstore/store.h"
 
 struct ctl_server;
 

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "ctl_int.h"
-#include "pool.h"
-#include "render.h"
+#include "src/common/clock.h"
+#include "fuse/ctl_int.h"
+#include "kvstore/pool.h"
+#include "fuse/render.h"
 
 struct req {
 	struct ctl_server *srv;

@@ -30,10 +30,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ctl.h"
-#include "ctlproto.h"
-#include "hash.h"
-#include "json.h"
+#include "fuse/ctl.h"
+#include "src/common/ctlproto.h"
+#include "src/common/hash.h"
+#include "src/common/json.h"
 
 #define CTL_MAX_CLIENTS 256	/* more are told -EMFILE and closed */
 #define CTL_CONN_LEASES_MAX 4096 /* match leases held by one connection */

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "clock.h"
-#include "fs_int.h"
-#include "log.h"
+#include "src/common/clock.h"
+#include "fuse/fs_int.h"
+#include "src/common/log.h"
 
 /* ---- attributes ---------------------------------------------------- */
 

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "store.h"
+#include "kvstore/store.h"
 
 struct fuse_lowlevel_ops;
 struct fuse_session;

@@ -25,10 +25,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "fs_int.h"
-#include "kvfsd_cluster.h"
-#include "log.h"
+#include "src/common/clock.h"
+#include "fuse/fs_int.h"
+#include "fuse/kvfsd_cluster.h"
+#include "src/common/log.h"
 
 #define PF_EXITING 0x00000004u /* include/linux/sched.h */
 #define DELETED " (deleted)"

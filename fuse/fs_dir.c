@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs_int.h"
-#include "kvfsd_cluster.h"
+#include "fuse/fs_int.h"
+#include "fuse/kvfsd_cluster.h"
 
 #define ROOT_FIXED 3	/* ".", "..", ".kvfs" */
 #define NS_FIXED 2	/* ".", ".." */

@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 
-#include "fs.h"
-#include "hash.h"
-#include "inode.h"
-#include "store.h"
+#include "fuse/fs.h"
+#include "src/common/hash.h"
+#include "fuse/inode.h"
+#include "kvstore/store.h"
 
 /* fixed inos, all below INODE_FIRST (inode.h) */
 enum {

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs_int.h"
-#include "render.h"
+#include "fuse/fs_int.h"
+#include "fuse/render.h"
 
 struct meta_file {
 	const char *name;

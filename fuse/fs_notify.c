@@ -26,9 +26,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "fs_int.h"
-#include "log.h"
+#include "src/common/clock.h"
+#include "fuse/fs_int.h"
+#include "src/common/log.h"
 
 #define NOTIFY_QUEUE 4096	/* pending invalidations; more are dropped,
 				 * the timeouts then bound the staleness */

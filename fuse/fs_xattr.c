@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "fs_int.h"
+#include "fuse/fs_int.h"
 
 #define XA(n) "user.kvfs." n
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "inode.h"
+#include "fuse/inode.h"
 
 #define MIN_BUCKETS 1024u
 

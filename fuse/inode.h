@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"
+#include "src/common/hash.h"
 
 #define INODE_FIRST 16u /* first ino the table hands out */
 

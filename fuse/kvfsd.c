@@ -28,12 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctl.h"
-#include "kvfsd_cluster.h"
-#include "fs.h"
-#include "kvfsd.h"
-#include "log.h"
-#include "store.h"
+#include "fuse/ctl.h"
+#include "fuse/kvfsd_cluster.h"
+#include "fuse/fs.h"
+#include "fuse/kvfsd.h"
+#include "src/common/log.h"
+#include "kvstore/store.h"
 
 struct daemon {
 	struct kvfsd_opts o;

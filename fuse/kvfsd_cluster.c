@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "kvfsd_cluster.h"
-#include "kvfsd_cluster_int.h"
-#include "fs.h"
-#include "log.h"
+#include "src/common/clock.h"
+#include "fuse/kvfsd_cluster.h"
+#include "fuse/kvfsd_cluster_int.h"
+#include "fuse/fs.h"
+#include "src/common/log.h"
 
 #define NREPL 2
 #define REPL_TRIES 5

@@ -32,10 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"
-#include "json.h"
-#include "store.h"
-#include "xfer.h"
+#include "src/common/hash.h"
+#include "src/common/json.h"
+#include "kvstore/store.h"
+#include "kvstore/xfer.h"
 
 #define KVFSD_REPLICAS 2u
 #define KVFSD_REPAIR_RATE 200u	/* blocks per second */

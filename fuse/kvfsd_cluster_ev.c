@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "event.h"
-#include "kvfsd_cluster_int.h"
-#include "log.h"
-#include "net.h"
+#include "sched/event.h"
+#include "fuse/kvfsd_cluster_int.h"
+#include "src/common/log.h"
+#include "src/common/net.h"
 
 #define EV_RING 65536u		/* events queued between sends */
 #define EV_BATCH 1024u		/* records per frame */

@@ -8,8 +8,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "kvfsd_cluster.h"
-#include "cluster.h"
+#include "fuse/kvfsd_cluster.h"
+#include "kvstore/cluster.h"
 
 struct job;
 struct inflight;

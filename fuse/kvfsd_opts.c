@@ -15,12 +15,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "hash.h"
-#include "kvfsd.h"
-#include "cluster.h"
-#include "kvfsd_cluster.h"
-#include "pool.h"
-#include "xfer.h"
+#include "src/common/hash.h"
+#include "fuse/kvfsd.h"
+#include "kvstore/cluster.h"
+#include "fuse/kvfsd_cluster.h"
+#include "kvstore/pool.h"
+#include "kvstore/xfer.h"
 
 #define KOPT(t, m) { t, offsetof(struct kvfsd_opts, m), 1 }
 

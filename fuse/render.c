@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctlproto.h"
-#include "render.h"
+#include "src/common/ctlproto.h"
+#include "fuse/render.h"
 
 struct ns_snap {
 	char name[KVFS_NS_MAX + 1];

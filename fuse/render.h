@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "json.h"
-#include "store.h"
+#include "src/common/json.h"
+#include "kvstore/store.h"
 
 /* malloc'd NUL-terminated text in *out (caller frees), its length in
  * *len; 0 or a negative errno */

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "wire.h"
+#include "kvstore/auth.h"
+#include "kvstore/wire.h"
 
 static const uint8_t secret[] = "fuzz-secret-0123456789";
 

@@ -9,7 +9,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "auth.h"
+#include "kvstore/auth.h"
 
 static const char label_server[] = "kvfs-xfer-v1 server";
 static const char label_client[] = "kvfs-xfer-v1 client";

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "kvstore/wire.h"
 
 enum kv_auth_role { KV_AUTH_CLIENT, KV_AUTH_SERVER };
 

@@ -36,11 +36,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "cluster.h"
-#include "cluster_int.h"
-#include "json.h"
-#include "log.h"
+#include "src/common/clock.h"
+#include "kvstore/cluster.h"
+#include "kvstore/cluster_int.h"
+#include "src/common/json.h"
+#include "src/common/log.h"
 
 #define CLUSTER_NAME_MAX KV_NODE_ID_MAX
 #define RESYNC_MS 5000u /* a watch can die silently: range anyway */

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"
+#include "src/common/hash.h"
 
 #define KV_NODE_ID_MAX 63
 #define KV_CLUSTER_TTL_S 5u

@@ -17,8 +17,8 @@
 
 #include <openssl/evp.h>
 
-#include "cluster_int.h"
-#include "json.h"
+#include "kvstore/cluster_int.h"
+#include "src/common/json.h"
 
 /* ---- base64 ---------------------------------------------------------- */
 

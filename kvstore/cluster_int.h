@@ -35,7 +35,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
-#include "cluster.h"
+#include "kvstore/cluster.h"
 
 #define ETCD_ENDPOINT_MAX 300 /* "http://" HOST ":" PORT, NUL included */
 #define ETCD_ENDPOINTS_MAX 8  /* endpoints of one cluster url */

@@ -24,7 +24,7 @@
 
 #include <openssl/evp.h>
 
-#include "cluster.h"
+#include "kvstore/cluster.h"
 
 /* the weights of one pick live on the stack up to this many nodes */
 #define HRW_STACK 64

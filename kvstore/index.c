@@ -6,8 +6,8 @@
 #include <string.h>
 #include <rocksdb/c.h>
 
-#include "index.h"
-#include "log.h"
+#include "kvstore/index.h"
+#include "src/common/log.h"
 
 struct kv_index {
 	rocksdb_t *db;

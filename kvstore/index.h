@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"
+#include "src/common/hash.h"
 
 #define KV_INDEX_FORMAT 1
 #define KV_INDEX_NS_REC_LEN 16

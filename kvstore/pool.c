@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "pool.h"
+#include "src/common/clock.h"
+#include "src/common/log.h"
+#include "kvstore/pool.h"
 
 static const char pool_magic[8] = { 'K', 'V', 'F', 'S', 'P', 'O', 'O', 'L' };
 

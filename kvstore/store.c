@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "clock.h"
-#include "crc32c.h"
-#include "log.h"
-#include "store_int.h"
+#include "src/common/clock.h"
+#include "src/common/crc32c.h"
+#include "src/common/log.h"
+#include "kvstore/store_int.h"
 
 struct store_ns *store_ns_get(struct kv_store *st, uint32_t id)
 {

@@ -6,10 +6,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "clock.h"
-#include "crc32c.h"
-#include "log.h"
-#include "store_int.h"
+#include "src/common/clock.h"
+#include "src/common/crc32c.h"
+#include "src/common/log.h"
+#include "kvstore/store_int.h"
 
 /* sealed, visible block of (ns, hash) or NIL */
 static uint32_t find_sealed(struct kv_store *st, uint32_t ns,

@@ -30,9 +30,9 @@
 
 #include <pthread.h>
 
-#include "index.h"
-#include "pool.h"
-#include "store.h"
+#include "kvstore/index.h"
+#include "kvstore/pool.h"
+#include "kvstore/store.h"
 
 #define NIL UINT32_MAX
 #define STORE_MAX_LEASES 65536

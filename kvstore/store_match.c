@@ -12,8 +12,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "clock.h"
-#include "store_int.h"
+#include "src/common/clock.h"
+#include "kvstore/store_int.h"
 
 static void lease_unlink(struct kv_store *st, struct lease *l)
 {

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "wire.h"
+#include "kvstore/wire.h"
 
 struct wire_type {
 	const char *name;

@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "log.h"
-#include "net.h"
-#include "xfer_int.h"
+#include "kvstore/auth.h"
+#include "src/common/log.h"
+#include "src/common/net.h"
+#include "kvstore/xfer_int.h"
 
 uint64_t xfer_now_ms(void)
 {

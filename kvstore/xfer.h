@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"
+#include "src/common/hash.h"
 
 struct kv_store;
 struct kv_xfer;

@@ -34,9 +34,9 @@
 #include <stdatomic.h>
 #include <liburing.h>
 
-#include "store.h"
-#include "wire.h"
-#include "xfer.h"
+#include "kvstore/store.h"
+#include "kvstore/wire.h"
+#include "kvstore/xfer.h"
 
 #define XFER_PEER_MAX 256
 #define XFER_TICK_MS 100	/* how often blocked threads look at stop */

@@ -37,11 +37,11 @@
 #include <infiniband/verbs.h>
 #include <openssl/rand.h>
 
-#include "crc32c.h"
-#include "log.h"
-#include "probe.h"
-#include "store_int.h"	/* the pool behind the store: base and length */
-#include "xfer_int.h"
+#include "src/common/crc32c.h"
+#include "src/common/log.h"
+#include "src/common/probe.h"
+#include "kvstore/store_int.h"	/* the pool behind the store: base and length */
+#include "kvstore/xfer_int.h"
 
 #define CQ_DEPTH 128
 #define MAX_WR 64

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "xfer_int.h"
+#include "kvstore/xfer_int.h"
 
 int xfer_rdma_probe(char *why, size_t len)
 {

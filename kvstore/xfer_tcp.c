@@ -37,9 +37,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "crc32c.h"
-#include "log.h"
-#include "xfer_int.h"
+#include "src/common/crc32c.h"
+#include "src/common/log.h"
+#include "kvstore/xfer_int.h"
 
 #define SRING_DEPTH 8
 #define RRING_DEPTH 4

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "clock.h"
+#include "sched/cli.h"
+#include "src/common/clock.h"
 
 int kvc_usage_error(const char *cmd, const char *fmt, ...)
 {

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "clock.h"
-#include "sched_int.h"
+#include "sched/cli.h"
+#include "src/common/clock.h"
+#include "sched/sched_int.h"
 
 #define CMD "bench"
 #define CHAIN 256

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "sched.h"
+#include "sched/cli.h"
+#include "sched/sched.h"
 
 #define CMD "fit"
 #define LINE_MAX_FIT 4096

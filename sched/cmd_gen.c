@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "trace.h"
+#include "sched/cli.h"
+#include "src/common/trace.h"
 
 #define CMD "gen-trace"
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "replay.h"
+#include "sched/cli.h"
+#include "sched/replay.h"
 
 #define CMD "replay"
 #define DEF_INSTANCES 8

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "clock.h"
-#include "serve_int.h"
+#include "sched/cli.h"
+#include "src/common/clock.h"
+#include "sched/serve_int.h"
 
 #define CMD "serve"
 #define DEF_LISTEN "127.0.0.1:7400"

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "sched/sched.h"
 
 enum key_type {
 	K_DBL,		/* double in struct sched_config */

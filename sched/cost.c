@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cost.h"
+#include "sched/cost.h"
 
 void sched_flop_default(struct sched_flop_model *f)
 {

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cost.h"
+#include "sched/cost.h"
 
 #define NCOEF 3	/* quad, lin, const */
 

@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 double sched_queue_at(const struct sched *s, uint32_t i, double now)
 {

@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
-#include "event.h"
-#include "sched.h"
+#include "src/common/crc32c.h"
+#include "sched/event.h"
 
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
@@ -222,27 +221,4 @@ int sched_ev_feed(struct sched_ev_decoder *d, const void *data, size_t len,
 	if (rc < 0)
 		d->err = rc;
 	return rc;
-}
-
-int sched_ev_apply(void *sched, const struct sched_ev *ev)
-{
-	struct sched *s = sched;
-	long rc;
-
-	switch (ev->op) {
-	case SCHED_EV_INSERT:
-		rc = sched_block_insert(s, ev->node,
-					sched_key_from_hash(ev->hash));
-		break;
-	case SCHED_EV_EVICT:
-		rc = sched_block_evict(s, ev->node,
-				       sched_key_from_hash(ev->hash));
-		break;
-	case SCHED_EV_RESET:
-		rc = sched_node_reset(s, ev->node);
-		break;
-	default:
-		rc = -EINVAL;
-	}
-	return rc < 0 ? (int)rc : 0;
 }

@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"
+#include "src/common/hash.h"
 
 #define SCHED_EV_MAGIC "KVEV"
 #define SCHED_EV_VERSION 1
@@ -122,7 +122,8 @@ struct sched;
 
 /* an sched_ev_fn applying events to the struct sched *arg: INSERT and
  * EVICT by sched_key_from_hash, RESET with sched_node_reset; -EINVAL for
- * a node the scheduler does not have */
+ * a node the scheduler does not have.  Defined in event_apply.c, part of
+ * the scheduler (libkvsched), not of the encoder kvfsd links. */
 int sched_ev_apply(void *sched, const struct sched_ev *ev);
 
 #endif /* KVFS_SCHED_EVENT_H */

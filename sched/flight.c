@@ -6,7 +6,7 @@
 
 #include <errno.h>
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 /* one counter per (block, node); the xor keeps the key space of one node
  * disjoint from another's for the small ids of traces, and the table

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "log.h"
+#include "sched/cli.h"
+#include "src/common/log.h"
 
 struct kvc_cmd {
 	const char *name;

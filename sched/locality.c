@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "locality.h"
-#include "tab.h"
+#include "sched/locality.h"
+#include "sched/tab.h"
 
 struct sched_index {
 	struct sched_tab tab;	/* key -> holder bitmap of nwords */

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 static const struct sched_policy_ops policies[] = {
     {

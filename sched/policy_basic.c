@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 static void plan_at(struct sched *s, struct sched_ctx *c, uint32_t i)
 {

@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 /* lowest queue + prefill, each instance reusing only its own cache */
 void sched_pick_cache_aware(struct sched *s, struct sched_ctx *c)

@@ -18,7 +18,7 @@
  */
 #include "config.h"
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 static bool faster(const struct sched_plan *a, const struct sched_plan *b)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "replay_int.h"
+#include "sched/replay_int.h"
 
 /* at equal times prefill ends go first, then decode steps, then arrivals:
  * a request arriving at the moment capacity frees is scheduled seeing it */

@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sched.h"
+#include "sched/sched.h"
 
 /* a trace in memory, in arrival order (stable: equal times keep their
  * line order) */

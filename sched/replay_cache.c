@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay_int.h"
+#include "sched/replay_int.h"
 
 enum { LIST_NONE, LIST_LEAF, LIST_INNER };
 

@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
-#include "replay.h"
-#include "tab.h"
+#include "sched/replay.h"
+#include "sched/tab.h"
 
 #define SIM_NIL UINT32_MAX
 

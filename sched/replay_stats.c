@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "replay_int.h"
+#include "sched/replay_int.h"
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay.h"
-#include "trace.h"
+#include "sched/replay.h"
+#include "src/common/trace.h"
 
 struct trace_buf {
 	struct sched_trace t;

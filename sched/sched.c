@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 #define DEF_EXPECT_BLOCKS 65536
 #define FLIGHT_EXPECT 4096

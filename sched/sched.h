@@ -42,8 +42,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cost.h"
-#include "hash.h"
+#include "sched/cost.h"
+#include "src/common/hash.h"
 
 /* ---- configuration ----------------------------------------------------- */
 

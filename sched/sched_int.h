@@ -26,9 +26,9 @@
 #ifndef KVFS_SCHED_INT_H
 #define KVFS_SCHED_INT_H
 
-#include "locality.h"
-#include "sched.h"
-#include "tab.h"
+#include "sched/locality.h"
+#include "sched/sched.h"
+#include "sched/tab.h"
 
 #define REC_NIL UINT32_MAX
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched_int.h"
+#include "sched/sched_int.h"
 
 /* ---- records ----------------------------------------------------------- */
 

@@ -20,8 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "serve_int.h"
+#include "src/common/clock.h"
+#include "sched/serve_int.h"
 
 #define EV_READ_BUF 65536
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve_int.h"
+#include "sched/serve_int.h"
 
 #define HTTP_TIMEOUT_S 10
 #define JSON_DEPTH 16

@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "event.h"
-#include "sched.h"
+#include "sched/event.h"
+#include "sched/sched.h"
 
 #define SRV_DEF_MAX_BODY (1u << 20)
 #define SRV_MAX_EV_CONNS 64	/* event streams at once; more are refused */

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "serve_int.h"
+#include "sched/serve_int.h"
 
 struct snap {
 	double now;

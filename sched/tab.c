@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "tab.h"
+#include "sched/tab.h"
 
 #define TAB_MIN_CAP 16
 #define TAB_HUGE (2u << 20)

@@ -15,7 +15,7 @@ bin=$top/build/plain
 echo
 echo "== block names: kvctl hash of 10 tokens in blocks of 4 (the last 2"
 echo "   tokens are a partial block and get no name)"
-"$bin/src/kvctl" hash --namespace llama3-8b --block-tokens 4 1 2 3 4 5 6 7 8 9 10
+"$bin/src/kvctl/kvctl" hash --namespace llama3-8b --block-tokens 4 1 2 3 4 5 6 7 8 9 10
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvfs-demo.XXXXXX")
 pool=/dev/shm/kvfs-demo-$$.pool
@@ -38,7 +38,7 @@ mkdir -p "$mnt"
 
 if [ ! -c /dev/fuse ]; then
 	echo "no /dev/fuse here: showing the store without the mount instead"
-	"$bin/src/kvbench" demo
+	"$bin/src/kvbench/kvbench" demo
 	exit 0
 fi
 
@@ -59,11 +59,11 @@ done
 echo
 echo "== kvbench engine: an emulated LLM engine serving a generated"
 echo "   Mooncake-format trace through the mount"
-"$bin/src/kvbench" engine "$mnt" --requests 1000 "$@"
+"$bin/src/kvbench/kvbench" engine "$mnt" --requests 1000 "$@"
 
 echo
 echo "== the node after the run (kvctl status)"
-"$bin/src/kvctl" -m "$mnt" status
+"$bin/src/kvctl/kvctl" -m "$mnt" status
 
 echo
 echo "== unmounting"

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cluster.h"
-#include "log.h"
+#include "kvstore/cluster.h"
+#include "src/common/log.h"
 
 START_TEST(test_node_id)
 {

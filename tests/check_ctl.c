@@ -14,14 +14,14 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
-#include "ctl.h"
-#include "ctl_client.h"
-#include "ctl_int.h"
-#include "ctlproto.h"
-#include "json.h"
-#include "render.h"
+#include "fuse/ctl.h"
+#include "src/common/ctl_client.h"
+#include "fuse/ctl_int.h"
+#include "src/common/ctlproto.h"
+#include "src/common/json.h"
+#include "fuse/render.h"
 
 #define SLOT 4096
 #define NSLOTS 32

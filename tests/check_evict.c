@@ -3,7 +3,7 @@
 
 #include <errno.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
 #define SLOT 4096
 

@@ -29,9 +29,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "gpu_dev.h"
-#include "kvfs.h"
-#include "probe.h"
+#include "tests/gpu_dev.h"
+#include <kvfs.h>
+#include "src/common/probe.h"
 
 #define POOL_SLOTS 80
 #define SLOT_SIZE 65536

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
-#include "hash.h"
-#include "tokens.h"
+#include "src/common/crc32c.h"
+#include "src/common/hash.h"
+#include "src/common/tokens.h"
 
 /* "llama3-70b-tp8-ünïcödé" in UTF-8; octal escapes cannot swallow a letter */
 #define NS_UNI "llama3-70b-tp8-\303\274n\303\257c\303\266d\303\251"

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
-#include "hash.h"
+#include "kvstore/cluster.h"
+#include "src/common/hash.h"
 
 #define NS "llama3-8b"
 #define NHASH 2000

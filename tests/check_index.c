@@ -3,8 +3,8 @@
 
 #include <errno.h>
 
-#include "index.h"
-#include "testutil.h"
+#include "kvstore/index.h"
+#include "tests/testutil.h"
 
 static struct kv_block_rec sample(uint32_t slot)
 {

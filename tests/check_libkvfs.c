@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvfs.h"
+#include <kvfs.h>
 
 #define POOL_SLOTS 8
 #define SLOT_SIZE 65536

@@ -16,12 +16,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
-#include "ctl.h"
-#include "ctl_client.h"
-#include "json.h"
-#include "kvfs.h"
+#include "fuse/ctl.h"
+#include "src/common/ctl_client.h"
+#include "src/common/json.h"
+#include "src/libkvfs/kvfs.h"
 
 #define SLOT 4096
 #define NSLOTS 8

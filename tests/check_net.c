@@ -14,9 +14,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
-#include "net.h"
+#include "src/common/net.h"
 
 START_TEST(test_split)
 {

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "pool.h"
-#include "testutil.h"
+#include "kvstore/pool.h"
+#include "tests/testutil.h"
 
 static const struct kv_pool_geom g4 = { 4096, 4 };
 

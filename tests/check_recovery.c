@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "pool.h"
-#include "testutil.h"
+#include "kvstore/pool.h"
+#include "tests/testutil.h"
 
 #define SLOT 8192
 #define NSLOTS 4096

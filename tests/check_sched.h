@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "sched.h"
+#include "sched/sched.h"
 
 /* a - b within a relative (or, near 0, absolute) tolerance */
 #define ck_assert_near(a, b)                                                  \

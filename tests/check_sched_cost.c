@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_sched.h"
-#include "cost.h"
+#include "tests/check_sched.h"
+#include "sched/cost.h"
 
 /*
  * By hand, LLaMA3-70B on 8 x A800 (l 80, d 8192, a 4, b 22, 1.25e15):

@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-#include "check_sched.h"
-#include "crc32c.h"
-#include "event.h"
+#include "tests/check_sched.h"
+#include "src/common/crc32c.h"
+#include "sched/event.h"
 
 static void hash_of(uint8_t h[KVFS_HASH_LEN], uint32_t i)
 {

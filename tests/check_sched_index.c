@@ -7,9 +7,9 @@
 
 #include <string.h>
 
-#include "check_sched.h"
-#include "locality.h"
-#include "tab.h"
+#include "tests/check_sched.h"
+#include "sched/locality.h"
+#include "sched/tab.h"
 
 static struct sched_index *mk(uint32_t nnodes, size_t expect)
 {

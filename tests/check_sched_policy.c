@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "check_sched.h"
+#include "tests/check_sched.h"
 
 #define T4K 0.422212465065984
 #define T16K 2.11106232532992

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_sched.h"
-#include "replay.h"
-#include "replay_int.h"
+#include "tests/check_sched.h"
+#include "sched/replay.h"
+#include "sched/replay_int.h"
 
 #define T1K 0.09895604649984		/* T(1024) */
 #define T1536 0.150083337191424		/* T(1536) */

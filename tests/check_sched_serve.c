@@ -12,9 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check_sched.h"
-#include "clock.h"
-#include "serve_int.h"
+#include "tests/check_sched.h"
+#include "src/common/clock.h"
+#include "sched/serve_int.h"
 
 static void srv_setup(struct srv *srv)
 {

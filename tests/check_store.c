@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <time.h>
 
-#include "crc32c.h"
-#include "testutil.h"
+#include "src/common/crc32c.h"
+#include "tests/testutil.h"
 
 #define SLOT 4096
 

@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
 #define SLOT 4096
 #define NSLOTS 48

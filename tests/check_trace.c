@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hash.h"
-#include "trace.h"
+#include "src/common/hash.h"
+#include "src/common/trace.h"
 
 #define GOOD                                                                   \
 	"{\"timestamp\": 27, \"input_length\": 1100, \"output_length\": 6, "   \

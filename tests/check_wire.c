@@ -3,9 +3,9 @@
 
 #include <errno.h>
 
-#include "auth.h"
-#include "testutil.h"
-#include "wire.h"
+#include "kvstore/auth.h"
+#include "tests/testutil.h"
+#include "kvstore/wire.h"
 
 #define FRAME_MAX (KV_WIRE_HDR_LEN + KV_WIRE_META_MAX + 64)
 

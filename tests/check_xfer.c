@@ -12,11 +12,11 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "auth.h"
-#include "probe.h"
-#include "testutil.h"
-#include "wire.h"
-#include "xfer.h"
+#include "kvstore/auth.h"
+#include "src/common/probe.h"
+#include "tests/testutil.h"
+#include "kvstore/wire.h"
+#include "kvstore/xfer.h"
 
 #define SLOT 8192
 #define NSLOTS 64

@@ -9,9 +9,9 @@
 
 #include <errno.h>
 
-#include "probe.h"
-#include "testutil.h"
-#include "xfer.h"
+#include "src/common/probe.h"
+#include "tests/testutil.h"
+#include "kvstore/xfer.h"
 
 static const uint8_t SECRET[] = "test-cluster-secret-0123456789";
 

@@ -10,7 +10,7 @@ set -eu
 T=cluster
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
-KVCTL=$top_builddir/src/kvctl
+KVCTL=$top_builddir/src/kvctl/kvctl
 PY=${PYTHON3:-python3}
 NBLK=12
 

@@ -10,7 +10,7 @@
 set -eu
 
 top_builddir=${top_builddir:-.}
-MEMBER=$top_builddir/tests/cluster_member
+MEMBER=$top_builddir/tests/helpers/cluster_member
 ETCD=${ETCD:-$(command -v etcd 2>/dev/null || true)}
 
 if [ ! -x "$MEMBER" ]; then

@@ -6,8 +6,8 @@ set -eu
 
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
-KVCTL=$top_builddir/src/kvctl
-SERVE=$top_builddir/tests/ctl_serve
+KVCTL=$top_builddir/src/kvctl/kvctl
+SERVE=$top_builddir/tests/helpers/ctl_serve
 PYTHON3=${PYTHON3:-}
 MANDOC=${MANDOC:-}
 

@@ -10,7 +10,7 @@ set -eu
 T=engine_smoke
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
 
-KVBENCH=$top_builddir/src/kvbench
+KVBENCH=$top_builddir/src/kvbench/kvbench
 [ -x "$KVBENCH" ] || {
 	echo "$T: $KVBENCH not built" >&2
 	exit 1

@@ -13,7 +13,7 @@ set -eu
 T=engine_trace
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
 
-KVBENCH=$top_builddir/src/kvbench
+KVBENCH=$top_builddir/src/kvbench/kvbench
 TRACE=$top_srcdir/../shared/traces/synthetic_trace.jsonl
 BLOCK=4096
 

@@ -9,7 +9,7 @@ set -eu
 T=fuse_concurrency
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
 fuse_begin
-ST=$top_builddir/tests/fuse_stress
+ST=$top_builddir/tests/helpers/fuse_stress
 [ -x "$ST" ] || {
 	echo "$T: $ST not built" >&2
 	exit 1

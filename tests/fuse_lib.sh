@@ -8,65 +8,23 @@
 #                        start finds mounting impossible here
 #   kvfsd_stop [SIG]     SIGTERM (or SIG); returns the daemon's exit status
 #   kvfsd_kill9          SIGKILL, then fusermount3 -u
-#   expect WORD DESC CMD...   run CMD, compare its one-line output
-#   ok DESC / bad DESC   report; bad makes the test fail at the end
+#   (and tests/lib.sh's ok, bad, skip, expect, wait_until, gone)
 #   helper OUT CMD...    run CMD in the background, output to OUT; its pid
 #                        in HPID; killed at exit if still running
 
-top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-.}
-PYTHON3=${PYTHON3:-}
+. "${top_srcdir:-.}/tests/lib.sh"
 KVFSD=$top_builddir/fuse/kvfsd
-FE=$top_builddir/tests/fuse_errno
+FE=$top_builddir/tests/helpers/fuse_errno
 
-# shellcheck disable=SC2034 # fail is the sourcing test's exit status
-fail=0
 PID=
 DPID=
 HELPERS=
 started=0
 
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1" >&2
-	# shellcheck disable=SC2034 # read by the sourcing test
-	fail=1
-}
-skip() {
-	echo "$T: SKIP: $*"
-	exit 77
-}
-
-expect() {
-	want=$1
-	desc=$2
-	shift 2
-	got=$("$@" 2>&1) || got="exit $?: $got"
-	if [ "$got" = "$want" ]; then
-		ok "$desc"
-	else
-		bad "$desc: want '$want', got '$got'"
-	fi
-}
-
 # the name of block K: 64 lowercase hex digits
 blk() { printf '%064x' "$1"; }
 
 is_mounted() { grep -q " $1 fuse" /proc/mounts; }
-
-# wait_until TENTHS CMD...: CMD succeeds within TENTHS tenths of a second
-wait_until() {
-	n=$1
-	shift
-	while [ "$n" -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
-
-gone() { ! kill -0 "$1" 2>/dev/null; }
 
 helper() {
 	out=$1

@@ -25,7 +25,7 @@ crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
 # shellcheck disable=SC2086 # crypto is a list of flags
 "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined \
-	-I"$builddir" -I"$srcdir/kvstore" -I"$srcdir/src" \
+	-I"$builddir" -I"$srcdir" \
 	"$srcdir/fuzz/fuzz_wire.c" "$srcdir/kvstore/wire.c" \
 	"$srcdir/kvstore/auth.c" $crypto -o "$tmp/fuzz_wire" || {
 	echo "FAIL: cannot build the fuzzer"; exit 1; }

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <cuda_runtime_api.h>
 
-#include "gpu_dev.h"
+#include "tests/gpu_dev.h"
 
 static int err(cudaError_t e)
 {

@@ -3,7 +3,7 @@
 
 #include <errno.h>
 
-#include "gpu_dev.h"
+#include "tests/gpu_dev.h"
 
 int tdev_alloc(void **dev, size_t len)
 {

@@ -5,7 +5,7 @@ set -eu
 
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
-KVCTL=$top_builddir/src/kvctl
+KVCTL=$top_builddir/src/kvctl/kvctl
 REF=$top_srcdir/tests/hash_ref.py
 PYTHON3=${PYTHON3:-}
 NCASES=50

@@ -7,7 +7,7 @@ set -eu
 T=kvbench_io
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
 
-KVBENCH=$top_builddir/src/kvbench
+KVBENCH=$top_builddir/src/kvbench/kvbench
 [ -x "$KVBENCH" ] || {
 	echo "$T: $KVBENCH not built" >&2
 	exit 1

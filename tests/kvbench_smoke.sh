@@ -5,7 +5,7 @@
 set -eu
 
 top_builddir=${top_builddir:-.}
-KVBENCH=$top_builddir/src/kvbench
+KVBENCH=$top_builddir/src/kvbench/kvbench
 PYTHON3=${PYTHON3:-}
 
 if [ ! -x "$KVBENCH" ]; then

@@ -4,7 +4,7 @@
 set -eu
 
 top_builddir=${top_builddir:-.}
-KVCTL=$top_builddir/src/kvctl
+KVCTL=$top_builddir/src/kvctl/kvctl
 PYTHON3=${PYTHON3:-}
 
 if [ ! -x "$KVCTL" ]; then

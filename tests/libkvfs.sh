@@ -8,7 +8,7 @@ T=libkvfs
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
 
 # ---- exports: kvfs.h's functions and nothing else -------------------------
-SO=$top_builddir/.libs/libkvfs.so
+SO=$top_builddir/src/libkvfs/.libs/libkvfs.so
 if [ -e "$SO" ] && command -v nm >/dev/null 2>&1; then
 	# type A is the version node (KVFS_1), not a symbol
 	extra=$(nm -D --defined-only "$SO" | awk '$2 != "A" { print $3 }' |

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hash.h"
-#include "log.h"
-#include "store.h"
+#include "src/common/hash.h"
+#include "src/common/log.h"
+#include "kvstore/store.h"
 
 static char tu_root[256];
 static char tu_shm[128];	/* pool name prefix: /dev/shm/<this>-N.pool */

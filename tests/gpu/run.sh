@@ -94,7 +94,7 @@ until grep -q " $mnt fuse" /proc/mounts; do
 	sleep 0.1
 done
 brc=0
-timeout 120 src/kvbench gpu "$mnt" || brc=$?
+timeout 120 src/kvbench/kvbench gpu "$mnt" || brc=$?
 [ $brc = 0 ] || {
 	echo "gpu/run.sh: kvbench gpu exit $brc" >&2
 	fail=1

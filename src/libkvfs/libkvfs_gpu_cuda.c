@@ -1,0 +1,471 @@
+/*
+ * libkvfs_gpu_cuda.c - the GPU calls of kvfs.h on the CUDA runtime.
+ *
+ * The pool is pinned once per handle (cudaHostRegister of the whole
+ * mapping), so a copy is one cudaMemcpyAsync between a slot and device
+ * memory: no bounce buffer, no per-copy pinning.  Only one mapping is
+ * pinned: the read-write one where this process may write the pool (both
+ * directions go through it: the read-only mapping is of the same file, so
+ * a kvfs_map() pointer has the same offset in either), else the read-only
+ * one, which CUDA can pin only with cudaHostRegisterReadOnly.
+ *
+ * Completion: a copy holds daemon references (a map per block to the
+ * device, a writer per block from it) that must outlive the DMA, or the
+ * slot could be evicted and reused under it.  A cudaEvent recorded after
+ * the copies on the caller's stream tells when they are over.  The
+ * references are dropped by kvfs_copy_wait()/kvfs_copy_poll() on the
+ * caller's thread, not from a cudaLaunchHostFunc callback: the callback
+ * runs on a CUDA thread, and a handle is not thread-safe (the drop is a
+ * request on the handle's control connection); it would also stall the
+ * stream for a socket round trip.  kvfs_disconnect() waits for the copies
+ * left before it closes the connection (libkvfs_gpu_close()).
+ *
+ * No GPU at run time (cudaGetDeviceCount fails or counts 0): every call
+ * is -ENODEV, checked before anything else, so nothing is mapped or
+ * pinned.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+
+#include "src/libkvfs/kvfs.h"
+#include "src/libkvfs/libkvfs_int.h"
+
+struct kvfs_gpu {
+	/* &k->rw or &k->ro once pinned, else NULL (copies then go through
+	 * CUDA's staging buffers: correct, slower) */
+	struct pool_map *pinned;
+	bool tried; /* the copies try to pin once, not at every call */
+	struct kvfs_copy *copies; /* in flight, a list */
+};
+
+/* one block of a copy: the reference it holds */
+struct copy_ent {
+	const void *map;	/* to the device: kvfs_map()'s pointer */
+	struct kvfs_wblock *wb; /* from the device: the writer */
+	size_t len;		/* from the device: bytes to seal */
+};
+
+struct kvfs_copy {
+	struct kvfs *k;
+	cudaEvent_t done;
+	bool from_dev;
+	size_t n; /* ent[0..n-1] hold a reference */
+	struct kvfs_copy *prev, *next;
+	struct copy_ent ent[];
+};
+
+/* ---- the device ------------------------------------------------------ */
+
+static pthread_once_t gpu_once = PTHREAD_ONCE_INIT;
+static int gpu_count;
+
+static void gpu_probe(void)
+{
+	int n = 0;
+
+	/* no driver, no device, a broken install: all mean no GPU */
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
+		n = 0;
+	(void)cudaGetLastError();
+	gpu_count = n;
+}
+
+static bool gpu_present(void)
+{
+	pthread_once(&gpu_once, gpu_probe);
+	return gpu_count > 0;
+}
+
+/* a CUDA error as a negative errno; clears it from the runtime, so the
+ * engine's own cudaGetLastError() does not find ours */
+static int cuda_errno(cudaError_t e)
+{
+	if (e == cudaSuccess)
+		return 0;
+	(void)cudaGetLastError();
+	switch (e) {
+	case cudaErrorInvalidValue:
+	case cudaErrorInvalidDevicePointer:
+	case cudaErrorInvalidMemcpyDirection:
+	case cudaErrorInvalidResourceHandle:
+		return -EINVAL;
+	case cudaErrorMemoryAllocation:
+		return -ENOMEM;
+	case cudaErrorNoDevice:
+	case cudaErrorInsufficientDriver:
+		return -ENODEV;
+	case cudaErrorNotSupported:
+		return -ENOTSUP;
+	case cudaErrorHostMemoryAlreadyRegistered:
+		return -EEXIST;
+	default:
+		return -EIO;
+	}
+}
+
+static struct kvfs_gpu *gpu_state(struct kvfs *k)
+{
+	if (!k->gpu)
+		k->gpu = calloc(1, sizeof(*k->gpu));
+	return k->gpu;
+}
+
+/* ---- pinning --------------------------------------------------------- */
+
+static int ro_pin_supported(void)
+{
+	int dev, ok = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&ok,
+				   cudaDevAttrHostRegisterReadOnlySupported,
+				   dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return ok;
+}
+
+int kvfs_gpu_register(struct kvfs *k)
+{
+	unsigned flags = cudaHostRegisterPortable; /* for every device */
+	struct kvfs_gpu *g;
+	struct pool_map *m;
+	int rc;
+
+	if (!gpu_present())
+		return -ENODEV;
+	if (!k)
+		return -EINVAL;
+	g = gpu_state(k);
+	if (!g)
+		return -ENOMEM;
+	g->tried = true;
+	if (g->pinned)
+		return 0;
+	rc = libkvfs_pool_map(k, true);
+	m = &k->rw;
+	if (rc == -EACCES || rc == -EPERM || rc == -EROFS) {
+		/* a reader only: its mapping is PROT_READ, which CUDA
+		 * pins only when told that the device will not write */
+		rc = libkvfs_pool_map(k, false);
+		m = &k->ro;
+		if (!rc && !ro_pin_supported())
+			return -ENOTSUP;
+		flags |= cudaHostRegisterReadOnly;
+	}
+	if (rc)
+		return rc;
+	rc = cuda_errno(cudaHostRegister(m->base, m->len, flags));
+	if (!rc)
+		g->pinned = m;
+	return rc;
+}
+
+/* where the DMA reads a kvfs_map() pointer p: in the pinned mapping */
+static const void *dma_src(const struct kvfs *k, const void *p)
+{
+	if (k->gpu->pinned != &k->rw)
+		return p;
+	return k->rw.base + ((const uint8_t *)p - k->ro.base);
+}
+
+/* ---- copies ---------------------------------------------------------- */
+
+/* the state every copy call starts from: the device, the arguments, a
+ * try at pinning (its failure is no copy's failure) */
+static int copy_begin(struct kvfs *k, const char *ns, const void *blocks,
+		      size_t n, struct kvfs_copy **cp)
+{
+	if (!gpu_present())
+		return -ENODEV;
+	if (!k || !ns || !blocks || !n || !cp)
+		return -EINVAL;
+	if (!gpu_state(k))
+		return -ENOMEM;
+	if (!k->gpu->tried)
+		(void)kvfs_gpu_register(k);
+	return 0;
+}
+
+static int copy_new(struct kvfs *k, size_t n, bool from_dev,
+		    struct kvfs_copy **out)
+{
+	struct kvfs_copy *c;
+	int rc;
+
+	if (n > (SIZE_MAX - sizeof(*c)) / sizeof(c->ent[0]))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c) + n * sizeof(c->ent[0]));
+	if (!c)
+		return -ENOMEM;
+	rc = cuda_errno(
+	    cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	c->k = k;
+	c->from_dev = from_dev;
+	*out = c;
+	return 0;
+}
+
+/* drop every reference of c (sealing its blocks when ok) and free it;
+ * the DMA must be over.  The first error, or 0. */
+static int copy_end(struct kvfs_copy *c, bool ok)
+{
+	struct kvfs_gpu *g = c->k->gpu;
+	int rc = 0, r;
+
+	for (size_t i = 0; i < c->n; i++) {
+		if (!c->from_dev)
+			r = kvfs_unmap(c->k, c->ent[i].map);
+		else if (ok)
+			r = kvfs_commit(c->ent[i].wb, c->ent[i].len);
+		else
+			r = kvfs_abort(c->ent[i].wb);
+		if (!rc)
+			rc = r;
+	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (g->copies == c)
+		g->copies = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	cudaEventDestroy(c->done);
+	free(c);
+	return rc;
+}
+
+/*
+ * The copies are queued: record the event that ends them and hand c out.
+ * When queueing failed (rc, or the record does), the copies already on
+ * the stream are waited for before their slots are let go.
+ */
+static int copy_launch(struct kvfs_copy *c, void *stream, int rc,
+		       struct kvfs_copy **cp)
+{
+	struct kvfs_gpu *g = c->k->gpu;
+
+	if (!rc)
+		rc = cuda_errno(cudaEventRecord(c->done, (cudaStream_t)stream));
+	if (rc) {
+		(void)cuda_errno(cudaStreamSynchronize((cudaStream_t)stream));
+		copy_end(c, false);
+		return rc;
+	}
+	c->next = g->copies;
+	if (g->copies)
+		g->copies->prev = c;
+	g->copies = c;
+	*cp = c;
+	return 0;
+}
+
+#define MAP_CHUNK 1024 /* blocks mapped per request */
+
+/* map blocks[0..n-1] into c->ent, one kvfs_map_batch() per MAP_CHUNK;
+ * c->n counts those mapped, for copy_end to give back */
+static int map_blocks(struct kvfs *k, const char *ns,
+		      const struct kvfs_gpu_block *blocks, size_t n,
+		      struct kvfs_copy *c)
+{
+	size_t chunk = n < MAP_CHUNK ? n : MAP_CHUNK, len[MAP_CHUNK], m;
+	const void *ptr[MAP_CHUNK];
+	uint8_t(*h)[KVFS_HASH_LEN];
+	long got = 0;
+	int rc = 0;
+
+	h = malloc((chunk ? chunk : 1) * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (size_t at = 0; at < n && !rc; at += m) {
+		m = n - at < chunk ? n - at : chunk;
+		for (size_t i = 0; i < m; i++)
+			memcpy(h[i], blocks[at + i].hash, KVFS_HASH_LEN);
+		got = kvfs_map_batch(k, ns, h, m, ptr, len);
+		if (got < 0)
+			rc = (int)got;
+		for (long i = 0; i < got; i++) {
+			c->ent[c->n].map = ptr[i];
+			c->ent[c->n].len = len[i];
+			if (len[i] > blocks[c->n].len)
+				rc = -EFBIG;
+			c->n++;
+		}
+		if (!rc && (size_t)got < m)
+			rc = -ENOENT;
+	}
+	free(h);
+	return rc;
+}
+
+int kvfs_copy_to_device_batch(struct kvfs *k, const char *ns,
+			      struct kvfs_gpu_block *blocks, size_t n,
+			      void *stream, struct kvfs_copy **cp)
+{
+	struct kvfs_copy *c;
+	size_t i;
+	int rc;
+
+	rc = copy_begin(k, ns, blocks, n, cp);
+	if (rc)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (!blocks[i].hash || !blocks[i].dev)
+			return -EINVAL;
+	rc = copy_new(k, n, false, &c);
+	if (rc)
+		return rc;
+	/* every block referenced before the first copy: a miss costs no
+	 * DMA, and all or nothing is queued */
+	rc = map_blocks(k, ns, blocks, n, c);
+	if (rc)
+		goto out_end;
+	for (i = 0; i < n && !rc; i++)
+		rc = cuda_errno(cudaMemcpyAsync(
+		    blocks[i].dev, dma_src(k, c->ent[i].map), c->ent[i].len,
+		    cudaMemcpyHostToDevice, (cudaStream_t)stream));
+	if (!rc)
+		for (i = 0; i < n; i++)
+			blocks[i].len = c->ent[i].len;
+	return copy_launch(c, stream, rc, cp);
+out_end:
+	copy_end(c, false);
+	return rc;
+}
+
+int kvfs_copy_from_device_batch(struct kvfs *k, const char *ns,
+				const struct kvfs_gpu_block *blocks, size_t n,
+				void *stream, struct kvfs_copy **cp)
+{
+	struct kvfs_copy *c;
+	void **dst;
+	size_t i, cap;
+	int rc;
+
+	rc = copy_begin(k, ns, blocks, n, cp);
+	if (rc)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (!blocks[i].hash || !blocks[i].dev)
+			return -EINVAL;
+	dst = calloc(n, sizeof(*dst));
+	if (!dst)
+		return -ENOMEM;
+	rc = copy_new(k, n, true, &c);
+	if (rc)
+		goto out_free;
+	for (i = 0; i < n; i++) {
+		rc = kvfs_alloc(k, ns, blocks[i].hash, blocks[i].parent,
+				&dst[i], &cap, &c->ent[i].wb);
+		if (rc)
+			goto out_end;
+		c->n++;
+		if (blocks[i].len > cap) {
+			rc = -EFBIG;
+			goto out_end;
+		}
+		c->ent[i].len = blocks[i].len;
+	}
+	/* kvfs_alloc() pointers are in the read-write mapping: pinned when
+	 * anything is, since a writer pins that one */
+	for (i = 0; i < n && !rc; i++)
+		rc = cuda_errno(cudaMemcpyAsync(
+		    dst[i], blocks[i].dev, blocks[i].len,
+		    cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+	free(dst);
+	return copy_launch(c, stream, rc, cp);
+out_end:
+	copy_end(c, false);
+out_free:
+	free(dst);
+	return rc;
+}
+
+int kvfs_copy_to_device(struct kvfs *k, const char *ns,
+			const uint8_t hash[KVFS_HASH_LEN], void *dev,
+			size_t cap, size_t *len, void *stream,
+			struct kvfs_copy **cp)
+{
+	struct kvfs_gpu_block b = {.hash = hash, .dev = dev, .len = cap};
+	int rc;
+
+	rc = kvfs_copy_to_device_batch(k, ns, &b, 1, stream, cp);
+	if (!rc && len)
+		*len = b.len;
+	return rc;
+}
+
+int kvfs_copy_from_device(struct kvfs *k, const char *ns,
+			  const uint8_t hash[KVFS_HASH_LEN],
+			  const uint8_t *parent, const void *dev, size_t len,
+			  void *stream, struct kvfs_copy **cp)
+{
+	struct kvfs_gpu_block b = {
+	    .hash = hash, .parent = parent, .dev = (void *)dev, .len = len};
+
+	return kvfs_copy_from_device_batch(k, ns, &b, 1, stream, cp);
+}
+
+/* ---- completion ------------------------------------------------------ */
+
+int kvfs_copy_wait(struct kvfs_copy *c)
+{
+	int rc;
+
+	if (!gpu_present())
+		return -ENODEV;
+	if (!c)
+		return -EINVAL;
+	/* a failed copy is -EIO whatever CUDA called it: the data did not
+	 * arrive, which is all the caller can act on */
+	rc = cuda_errno(cudaEventSynchronize(c->done)) ? -EIO : 0;
+	if (rc) {
+		copy_end(c, false);
+		return rc;
+	}
+	return copy_end(c, true);
+}
+
+int kvfs_copy_poll(struct kvfs_copy *c)
+{
+	cudaError_t e;
+
+	if (!gpu_present())
+		return -ENODEV;
+	if (!c)
+		return -EINVAL;
+	e = cudaEventQuery(c->done);
+	if (e == cudaErrorNotReady) {
+		(void)cudaGetLastError();
+		return -EAGAIN;
+	}
+	return kvfs_copy_wait(c);
+}
+
+void libkvfs_gpu_close(struct kvfs *k)
+{
+	struct kvfs_gpu *g = k->gpu;
+
+	if (!g)
+		return;
+	/* the caller gave up on these: the DMA is waited for, its writers
+	 * aborted, as kvfs_disconnect() does with any open writer */
+	while (g->copies) {
+		(void)cuda_errno(cudaEventSynchronize(g->copies->done));
+		copy_end(g->copies, false);
+	}
+	if (g->pinned)
+		(void)cuda_errno(cudaHostUnregister(g->pinned->base));
+	free(g);
+	k->gpu = NULL;
+}

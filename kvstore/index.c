@@ -8,6 +8,7 @@
 
 #include "kvstore/index.h"
 #include "src/common/log.h"
+#include "src/common/le.h"
 
 struct kv_index {
 	rocksdb_t *db;
@@ -28,28 +29,9 @@ static int ix_err(char *err, const char *what)
 	return -EIO;
 }
 
-static void le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static void le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
-static uint64_t rd64(const uint8_t *p)
-{
-	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
 
 static void block_key(uint8_t key[KV_INDEX_BLOCK_KEY_LEN], uint32_t ns,
 		      const uint8_t hash[KVFS_HASH_LEN])
@@ -80,10 +62,10 @@ void kv_index_encode_block(const struct kv_block_rec *rec,
 	memset(out, 0, KV_INDEX_BLOCK_REC_LEN);
 	out[0] = 1;
 	out[1] = rec->has_parent ? 1 : 0;
-	le32(out + 4, rec->slot);
-	le64(out + 8, rec->size);
-	le32(out + 16, rec->checksum);
-	le64(out + 24, rec->seal_ns);
+	kv_put_le32(out + 4, rec->slot);
+	kv_put_le64(out + 8, rec->size);
+	kv_put_le32(out + 16, rec->checksum);
+	kv_put_le64(out + 24, rec->seal_ns);
 	if (rec->has_parent)
 		memcpy(out + 32, rec->parent, KVFS_HASH_LEN);
 }
@@ -97,10 +79,10 @@ int kv_index_decode_block(const void *buf, size_t len,
 	    (p[1] & ~1u))
 		return -EINVAL;
 	rec->has_parent = p[1] & 1;
-	rec->slot = rd32(p + 4);
-	rec->size = rd64(p + 8);
-	rec->checksum = rd32(p + 16);
-	rec->seal_ns = rd64(p + 24);
+	rec->slot = kv_get_le32(p + 4);
+	rec->size = kv_get_le64(p + 8);
+	rec->checksum = kv_get_le32(p + 16);
+	rec->seal_ns = kv_get_le64(p + 24);
 	memcpy(rec->parent, p + 32, KVFS_HASH_LEN);
 	return 0;
 }
@@ -108,9 +90,9 @@ int kv_index_decode_block(const void *buf, size_t len,
 static void ns_encode(const struct kv_ns_rec *rec,
 		      uint8_t out[KV_INDEX_NS_REC_LEN])
 {
-	le32(out, rec->id);
-	le32(out + 4, rec->block_tokens);
-	le64(out + 8, rec->created_ns);
+	kv_put_le32(out, rec->id);
+	kv_put_le32(out + 4, rec->block_tokens);
+	kv_put_le64(out + 8, rec->created_ns);
 }
 
 static int ns_decode(const char *buf, size_t len, struct kv_ns_rec *rec)
@@ -119,9 +101,9 @@ static int ns_decode(const char *buf, size_t len, struct kv_ns_rec *rec)
 
 	if (len != KV_INDEX_NS_REC_LEN)
 		return -EINVAL;
-	rec->id = rd32(p);
-	rec->block_tokens = rd32(p + 4);
-	rec->created_ns = rd64(p + 8);
+	rec->id = kv_get_le32(p);
+	rec->block_tokens = kv_get_le32(p + 4);
+	rec->created_ns = kv_get_le64(p + 8);
 	return rec->id && rec->block_tokens ? 0 : -EINVAL;
 }
 

@@ -14,6 +14,7 @@
 #include "src/common/clock.h"
 #include "src/common/log.h"
 #include "kvstore/pool.h"
+#include "src/common/le.h"
 
 static const char pool_magic[8] = { 'K', 'V', 'F', 'S', 'P', 'O', 'O', 'L' };
 
@@ -48,35 +49,9 @@ struct kv_pool {
 	uint32_t nfree;
 };
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
 
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 static int geom_valid(const struct kv_pool_geom *g)
 {
@@ -99,9 +74,9 @@ static int hdr_is_pool(const uint8_t *hdr, off_t len)
 {
 	return len >= (off_t)KV_POOL_HDR_SIZE &&
 	       memcmp(hdr + H_MAGIC, pool_magic, sizeof(pool_magic)) == 0 &&
-	       get_le32(hdr + H_VERSION) == KV_POOL_VERSION &&
-	       get_le32(hdr + H_HDRSIZE) == KV_POOL_HDR_SIZE &&
-	       get_le64(hdr + H_DATAOFF) == KV_POOL_HDR_SIZE;
+	       kv_get_le32(hdr + H_VERSION) == KV_POOL_VERSION &&
+	       kv_get_le32(hdr + H_HDRSIZE) == KV_POOL_HDR_SIZE &&
+	       kv_get_le64(hdr + H_DATAOFF) == KV_POOL_HDR_SIZE;
 }
 
 /*
@@ -129,14 +104,14 @@ static int pool_check(int fd, const char *path, const struct kv_pool_geom *g,
 			 "refusing to format it without reformat", path);
 		return -EINVAL;
 	}
-	if (get_le64(hdr + H_SLOTSIZE) != g->slot_size ||
-	    get_le32(hdr + H_NSLOTS) != g->nslots) {
+	if (kv_get_le64(hdr + H_SLOTSIZE) != g->slot_size ||
+	    kv_get_le32(hdr + H_NSLOTS) != g->nslots) {
 		if (flags & KV_POOL_REFORMAT)
 			return 1;
 		kvfs_err("pool %s has %u slots of %llu bytes, asked for %u of "
 			 "%llu; refusing to reformat it without reformat",
-			 path, get_le32(hdr + H_NSLOTS),
-			 (unsigned long long)get_le64(hdr + H_SLOTSIZE),
+			 path, kv_get_le32(hdr + H_NSLOTS),
+			 (unsigned long long)kv_get_le64(hdr + H_SLOTSIZE),
 			 g->nslots, (unsigned long long)g->slot_size);
 		return -EINVAL;
 	}
@@ -160,13 +135,13 @@ static int pool_format(struct kv_pool *p)
 	/* clear the old magic first: a kill mid-format leaves "not a pool" */
 	memset(h, 0, KV_POOL_HDR_SIZE);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	put_le32(h + H_VERSION, KV_POOL_VERSION);
-	put_le32(h + H_HDRSIZE, KV_POOL_HDR_SIZE);
-	put_le64(h + H_SLOTSIZE, p->slot_size);
-	put_le32(h + H_NSLOTS, p->nslots);
-	put_le64(h + H_DATAOFF, KV_POOL_HDR_SIZE);
+	kv_put_le32(h + H_VERSION, KV_POOL_VERSION);
+	kv_put_le32(h + H_HDRSIZE, KV_POOL_HDR_SIZE);
+	kv_put_le64(h + H_SLOTSIZE, p->slot_size);
+	kv_put_le32(h + H_NSLOTS, p->nslots);
+	kv_put_le64(h + H_DATAOFF, KV_POOL_HDR_SIZE);
 	memcpy(h + H_UUID, p->uuid, sizeof(p->uuid));
-	put_le64(h + H_FMTTIME, kvfs_wall_ns());
+	kv_put_le64(h + H_FMTTIME, kvfs_wall_ns());
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	memcpy(h + H_MAGIC, pool_magic, sizeof(pool_magic));
 	p->formatted = true;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kvstore/wire.h"
+#include "src/common/le.h"
 
 struct wire_type {
 	const char *name;
@@ -62,41 +63,13 @@ bool kv_wire_type_has_data(unsigned type)
 	return kv_wire_type_known(type) && types[type].data;
 }
 
-/* ---- little-endian helpers ---------------------------------------- */
+/* little-endian fields: src/common/le.h */
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
 
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 /* ---- header -------------------------------------------------------- */
 
@@ -112,12 +85,12 @@ int kv_wire_hdr_decode(const void *buf, size_t len, struct kv_wire_hdr *h)
 		return -EPROTO;
 	memset(h, 0, sizeof(*h));
 	h->type = p[5];
-	h->flags = get16(p + 6);
-	h->payload_len = get32(p + 8);
-	h->meta_len = get16(p + 12);
-	h->id = get64(p + 16);
+	h->flags = kv_get_le16(p + 6);
+	h->payload_len = kv_get_le32(p + 8);
+	h->meta_len = kv_get_le16(p + 12);
+	h->id = kv_get_le64(p + 16);
 	if (!kv_wire_type_known(h->type) || h->flags != 0 ||
-	    get16(p + 14) != 0)
+	    kv_get_le16(p + 14) != 0)
 		return -EBADMSG;
 	if (h->payload_len > KV_WIRE_MAX_PAYLOAD ||
 	    h->meta_len > KV_WIRE_META_MAX || h->meta_len > h->payload_len)
@@ -133,23 +106,23 @@ static void hdr_encode(uint8_t *p, uint8_t type, uint32_t payload_len,
 	memcpy(p, KV_WIRE_MAGIC, 4);
 	p[4] = KV_WIRE_VERSION;
 	p[5] = type;
-	put16(p + 6, 0);
-	put32(p + 8, payload_len);
-	put16(p + 12, meta_len);
-	put16(p + 14, 0);
-	put64(p + 16, id);
+	kv_put_le16(p + 6, 0);
+	kv_put_le32(p + 8, payload_len);
+	kv_put_le16(p + 12, meta_len);
+	kv_put_le16(p + 14, 0);
+	kv_put_le64(p + 16, id);
 }
 
 /* ---- meta ---------------------------------------------------------- */
 
 static int blk_decode(const uint8_t *p, struct kv_wire_msg *m)
 {
-	uint32_t flags = get32(p + 16);
+	uint32_t flags = kv_get_le32(p + 16);
 
-	m->size = get64(p);
-	m->crc = get32(p + 8);
-	m->block_tokens = get32(p + 12);
-	if ((flags & ~1u) != 0 || get32(p + 20) != 0)
+	m->size = kv_get_le64(p);
+	m->crc = kv_get_le32(p + 8);
+	m->block_tokens = kv_get_le32(p + 12);
+	if ((flags & ~1u) != 0 || kv_get_le32(p + 20) != 0)
 		return -EBADMSG;
 	if (m->size > KV_WIRE_MAX_DATA)
 		return -EBADMSG;
@@ -161,11 +134,11 @@ static int blk_decode(const uint8_t *p, struct kv_wire_msg *m)
 
 static void blk_encode(uint8_t *p, const struct kv_wire_msg *m)
 {
-	put64(p, m->size);
-	put32(p + 8, m->crc);
-	put32(p + 12, m->block_tokens);
-	put32(p + 16, m->has_parent ? 1u : 0u);
-	put32(p + 20, 0);
+	kv_put_le64(p, m->size);
+	kv_put_le32(p + 8, m->crc);
+	kv_put_le32(p + 12, m->block_tokens);
+	kv_put_le32(p + 16, m->has_parent ? 1u : 0u);
+	kv_put_le32(p + 20, 0);
 	if (m->has_parent)
 		memcpy(p + 24, m->parent, KV_WIRE_HASH_LEN);
 	else
@@ -174,27 +147,27 @@ static void blk_encode(uint8_t *p, const struct kv_wire_msg *m)
 
 static void ep_decode(const uint8_t *p, struct kv_wire_ep *ep)
 {
-	ep->lid = get16(p);
+	ep->lid = kv_get_le16(p);
 	ep->port = p[2];
 	ep->mtu = p[3];
-	ep->qpn = get32(p + 4);
-	ep->psn = get32(p + 8);
-	ep->rkey = get32(p + 12);
-	ep->addr = get64(p + 16);
-	ep->len = get64(p + 24);
+	ep->qpn = kv_get_le32(p + 4);
+	ep->psn = kv_get_le32(p + 8);
+	ep->rkey = kv_get_le32(p + 12);
+	ep->addr = kv_get_le64(p + 16);
+	ep->len = kv_get_le64(p + 24);
 	memcpy(ep->gid, p + 32, 16);
 }
 
 static void ep_encode(uint8_t *p, const struct kv_wire_ep *ep)
 {
-	put16(p, ep->lid);
+	kv_put_le16(p, ep->lid);
 	p[2] = ep->port;
 	p[3] = ep->mtu;
-	put32(p + 4, ep->qpn);
-	put32(p + 8, ep->psn);
-	put32(p + 12, ep->rkey);
-	put64(p + 16, ep->addr);
-	put64(p + 24, ep->len);
+	kv_put_le32(p + 4, ep->qpn);
+	kv_put_le32(p + 8, ep->psn);
+	kv_put_le32(p + 12, ep->rkey);
+	kv_put_le64(p + 16, ep->addr);
+	kv_put_le64(p + 24, ep->len);
 	memcpy(p + 32, ep->gid, 16);
 }
 
@@ -215,8 +188,8 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 	if (len < t->fixed)
 		return -EBADMSG;
 	if (t->ns_off >= 0) {
-		nslen = get16(p + t->ns_off);
-		if (get16(p + t->ns_off + 2) != 0)
+		nslen = kv_get_le16(p + t->ns_off);
+		if (kv_get_le16(p + t->ns_off + 2) != 0)
 			return -EBADMSG;
 		if (nslen < 1 || nslen > KV_WIRE_NS_MAX ||
 		    len != t->fixed + nslen)
@@ -232,7 +205,7 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 	switch (h->type) {
 	case KV_WIRE_HELLO:
 		memcpy(m->nonce, p, KV_WIRE_NONCE_LEN);
-		m->transports = get32(p + 32);
+		m->transports = kv_get_le32(p + 32);
 		break;
 	case KV_WIRE_CHALLENGE:
 		memcpy(m->nonce, p, KV_WIRE_NONCE_LEN);
@@ -242,7 +215,7 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 		memcpy(m->mac, p, KV_WIRE_MAC_LEN);
 		break;
 	case KV_WIRE_AUTH_OK:
-		m->transports = get32(p);
+		m->transports = kv_get_le32(p);
 		break;
 	case KV_WIRE_GET:
 	case KV_WIRE_HAS:
@@ -258,12 +231,12 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 		rc = blk_decode(p + 32, m);
 		break;
 	case KV_WIRE_HAS_OK:
-		m->present = get32(p);
+		m->present = kv_get_le32(p);
 		if (m->present > 1)
 			rc = -EBADMSG;
 		break;
 	case KV_WIRE_ERR:
-		m->err = get32(p);
+		m->err = kv_get_le32(p);
 		if (m->err < 1 || m->err > 4095)
 			rc = -EBADMSG;
 		break;
@@ -272,22 +245,22 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 		break;
 	case KV_WIRE_LOCATE_OK:
 		rc = blk_decode(p, m);
-		m->addr = get64(p + 56);
-		m->rkey = get32(p + 64);
-		if (get32(p + 68) != 0)
+		m->addr = kv_get_le64(p + 56);
+		m->rkey = kv_get_le32(p + 64);
+		if (kv_get_le32(p + 68) != 0)
 			rc = -EBADMSG;
-		m->token = get64(p + 72);
+		m->token = kv_get_le64(p + 72);
 		break;
 	case KV_WIRE_ALLOC_OK:
-		m->addr = get64(p);
-		m->rkey = get32(p + 8);
-		if (get32(p + 12) != 0)
+		m->addr = kv_get_le64(p);
+		m->rkey = kv_get_le32(p + 8);
+		if (kv_get_le32(p + 12) != 0)
 			rc = -EBADMSG;
-		m->token = get64(p + 16);
+		m->token = kv_get_le64(p + 16);
 		break;
 	case KV_WIRE_RELEASE:
 	case KV_WIRE_COMMIT:
-		m->token = get64(p);
+		m->token = kv_get_le64(p);
 		break;
 	default:	/* empty metas */
 		break;
@@ -326,7 +299,7 @@ long kv_wire_encode(const struct kv_wire_msg *m, void *buf, size_t cap)
 	switch (m->type) {
 	case KV_WIRE_HELLO:
 		memcpy(p, m->nonce, KV_WIRE_NONCE_LEN);
-		put32(p + 32, m->transports);
+		kv_put_le32(p + 32, m->transports);
 		break;
 	case KV_WIRE_CHALLENGE:
 		memcpy(p, m->nonce, KV_WIRE_NONCE_LEN);
@@ -336,7 +309,7 @@ long kv_wire_encode(const struct kv_wire_msg *m, void *buf, size_t cap)
 		memcpy(p, m->mac, KV_WIRE_MAC_LEN);
 		break;
 	case KV_WIRE_AUTH_OK:
-		put32(p, m->transports);
+		kv_put_le32(p, m->transports);
 		break;
 	case KV_WIRE_GET:
 	case KV_WIRE_HAS:
@@ -352,34 +325,34 @@ long kv_wire_encode(const struct kv_wire_msg *m, void *buf, size_t cap)
 		blk_encode(p + 32, m);
 		break;
 	case KV_WIRE_HAS_OK:
-		put32(p, m->present ? 1u : 0u);
+		kv_put_le32(p, m->present ? 1u : 0u);
 		break;
 	case KV_WIRE_ERR:
-		put32(p, m->err);
+		kv_put_le32(p, m->err);
 		break;
 	case KV_WIRE_RDMA_EP:
 		ep_encode(p, &m->ep);
 		break;
 	case KV_WIRE_LOCATE_OK:
 		blk_encode(p, m);
-		put64(p + 56, m->addr);
-		put32(p + 64, m->rkey);
-		put64(p + 72, m->token);
+		kv_put_le64(p + 56, m->addr);
+		kv_put_le32(p + 64, m->rkey);
+		kv_put_le64(p + 72, m->token);
 		break;
 	case KV_WIRE_ALLOC_OK:
-		put64(p, m->addr);
-		put32(p + 8, m->rkey);
-		put64(p + 16, m->token);
+		kv_put_le64(p, m->addr);
+		kv_put_le32(p + 8, m->rkey);
+		kv_put_le64(p + 16, m->token);
 		break;
 	case KV_WIRE_RELEASE:
 	case KV_WIRE_COMMIT:
-		put64(p, m->token);
+		kv_put_le64(p, m->token);
 		break;
 	default:
 		break;
 	}
 	if (t->ns_off >= 0) {
-		put16(p + t->ns_off, (uint16_t)nslen);
+		kv_put_le16(p + t->ns_off, (uint16_t)nslen);
 		memcpy(p + t->fixed, m->ns, nslen);
 	}
 	plen = mlen + (t->data ? m->size : 0);

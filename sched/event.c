@@ -9,21 +9,9 @@
 
 #include "src/common/crc32c.h"
 #include "sched/event.h"
+#include "src/common/le.h"
 
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 static bool zero_hash(const uint8_t *h)
 {
@@ -60,9 +48,9 @@ long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 	memcpy(p, SCHED_EV_MAGIC, 4);
 	p[4] = SCHED_EV_VERSION;
 	p[5] = 0;
-	put_le(p + 6, node, 2);
-	put_le(p + 8, seq, 8);
-	put_le(p + 16, count, 4);
+	kv_put_le16(p + 6, node);
+	kv_put_le64(p + 8, seq);
+	kv_put_le32(p + 16, count);
 	p[20] = (uint8_t)ns_len;
 	memset(p + 21, 0, 3);
 	memcpy(p + SCHED_EV_HDR, ns, ns_len);
@@ -71,7 +59,7 @@ long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 		p[0] = recs[i].op;
 		memcpy(p + 1, recs[i].hash, KVFS_HASH_LEN);
 	}
-	put_le(p, kvfs_crc32c(0, buf, size - SCHED_EV_CRC), 4);
+	kv_put_le32(p, kvfs_crc32c(0, buf, size - SCHED_EV_CRC));
 	return (long)size;
 }
 
@@ -97,7 +85,7 @@ void sched_ev_decoder_release(struct sched_ev_decoder *d)
 static int check_header(const struct sched_ev_decoder *d, const uint8_t *p,
 			size_t *size)
 {
-	uint32_t count = (uint32_t)get_le(p + 16, 4);
+	uint32_t count = (uint32_t)kv_get_le32(p + 16);
 
 	if (memcmp(p, SCHED_EV_MAGIC, 4))
 		return -EBADMSG;
@@ -106,10 +94,10 @@ static int check_header(const struct sched_ev_decoder *d, const uint8_t *p,
 	if (p[5] || p[21] || p[22] || p[23] || p[20] == 0 ||
 	    count > SCHED_EV_MAX_RECORDS)
 		return -EBADMSG;
-	if (d->started && (get_le(p + 6, 2) != d->node ||
-			   get_le(p + 8, 8) != d->next_seq))
+	if (d->started && (kv_get_le16(p + 6) != d->node ||
+			   kv_get_le64(p + 8) != d->next_seq))
 		return -EPROTO;
-	if (!d->started && get_le(p + 8, 8) != 0)
+	if (!d->started && kv_get_le64(p + 8) != 0)
 		return -EPROTO;
 	*size = sched_ev_frame_size(p[20], count);
 	return 0;
@@ -118,11 +106,11 @@ static int check_header(const struct sched_ev_decoder *d, const uint8_t *p,
 /* a whole frame: CRC, namespace, every record; nothing is applied yet */
 static int check_frame(const uint8_t *p, size_t size, char *ns)
 {
-	uint32_t count = (uint32_t)get_le(p + 16, 4);
+	uint32_t count = (uint32_t)kv_get_le32(p + 16);
 	const uint8_t *r = p + SCHED_EV_HDR + p[20];
 
 	if (kvfs_crc32c(0, p, size - SCHED_EV_CRC) !=
-	    get_le(p + size - SCHED_EV_CRC, 4))
+	    kv_get_le32(p + size - SCHED_EV_CRC))
 		return -EBADMSG;
 	memcpy(ns, p + SCHED_EV_HDR, p[20]);
 	ns[p[20]] = 0;
@@ -137,11 +125,11 @@ static int check_frame(const uint8_t *p, size_t size, char *ns)
 static int deliver(struct sched_ev_decoder *d, const uint8_t *p,
 		   sched_ev_fn fn, void *arg)
 {
-	uint32_t count = (uint32_t)get_le(p + 16, 4);
+	uint32_t count = (uint32_t)kv_get_le32(p + 16);
 	const uint8_t *r = p + SCHED_EV_HDR + p[20];
 	struct sched_ev ev = {
-		.node = (uint16_t)get_le(p + 6, 2),
-		.seq = get_le(p + 8, 8),
+		.node = (uint16_t)kv_get_le16(p + 6),
+		.seq = kv_get_le64(p + 8),
 		.ns = (const char *)p + SCHED_EV_HDR,
 		.ns_len = p[20],
 	};

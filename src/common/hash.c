@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include "src/common/hash.h"
+#include "src/common/le.h"
 
 /*
  * Byte layout of the hashed inputs (kvfs(7), "HASH CHAIN"):
@@ -23,13 +24,6 @@ static const char seed_magic[] = "kvfs-v1"; /* sizeof includes the 0x00 */
 /* tokens encoded per EVP_DigestUpdate when the host is big-endian */
 #define ENC_CHUNK 256
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
 
 /* folds to a constant; keeps the byte-order choice out of the preprocessor */
 static int host_is_le(void)
@@ -72,7 +66,7 @@ static int update_tokens(EVP_MD_CTX *ctx, const uint32_t *tok, size_t n)
 	for (i = 0; i < n; i += k) {
 		k = n - i < ENC_CHUNK ? n - i : ENC_CHUNK;
 		for (size_t j = 0; j < k; j++)
-			put_le32(buf + 4 * j, tok[i + j]);
+			kv_put_le32(buf + 4 * j, tok[i + j]);
 		if (EVP_DigestUpdate(ctx, buf, k * 4) != 1)
 			return -EIO;
 	}
@@ -106,7 +100,7 @@ static int seed_ctx(EVP_MD_CTX *ctx, const char *ns, uint32_t block_tokens,
 	uint8_t tail[5] = {0}; /* 0x00 then u32le(block_tokens) */
 	int rc;
 
-	put_le32(tail + 1, block_tokens);
+	kv_put_le32(tail + 1, block_tokens);
 	rc = md_init(ctx, 1);
 	if (rc)
 		return rc;

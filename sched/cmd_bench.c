@@ -17,6 +17,9 @@
  * node's whole block list against a small hash set of the prompt's keys,
  * then decides with the same code (sched_schedule_lens); every naive
  * decision is compared with the index's.
+ *
+ * Only sched.h: the benchmark is a caller like the daemon, so it times
+ * what a caller gets and cannot lean on the scheduler's internals.
  */
 #include "config.h"
 
@@ -26,8 +29,9 @@
 #include <string.h>
 
 #include "sched/cli.h"
+#include "sched/sched.h"
+#include "src/common/cli.h"
 #include "src/common/clock.h"
-#include "sched/sched_int.h"
 
 #define CMD "bench"
 #define CHAIN 256
@@ -227,6 +231,16 @@ static void workload_free(struct workload *w, uint32_t np)
 
 #define PSET 1024	/* > 2 * the longest prompt */
 
+/* splitmix64's finalizer: spreads random and sequential keys alike */
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 30;
+	k *= 0xbf58476d1ce4e5b9ull;
+	k ^= k >> 27;
+	k *= 0x94d049bb133111ebull;
+	return k ^ (k >> 31);
+}
+
 struct pset {
 	uint64_t key[PSET];
 	uint16_t pos[PSET];
@@ -237,7 +251,7 @@ static void pset_build(struct pset *ps, const uint64_t *keys, uint32_t n)
 {
 	memset(ps->used, 0, sizeof(ps->used));
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t h = (uint32_t)sched_tab_mix(keys[i]) & (PSET - 1);
+		uint32_t h = (uint32_t)mix(keys[i]) & (PSET - 1);
 
 		while (ps->used[h])
 			h = (h + 1) & (PSET - 1);
@@ -249,7 +263,7 @@ static void pset_build(struct pset *ps, const uint64_t *keys, uint32_t n)
 
 static int pset_pos(const struct pset *ps, uint64_t key)
 {
-	uint32_t h = (uint32_t)sched_tab_mix(key) & (PSET - 1);
+	uint32_t h = (uint32_t)mix(key) & (PSET - 1);
 
 	while (ps->used[h]) {
 		if (ps->key[h] == key)
@@ -373,7 +387,8 @@ static int time_naive(const struct bench_args *a, const struct workload *w,
 {
 	uint64_t ids_i[WINDOW] = {0}, ids_n[WINDOW] = {0}, total = 0;
 	uint64_t k = a->naive < a->decisions ? a->naive : a->decisions;
-	uint32_t *lens = calloc(nv->nnodes, sizeof(*lens));
+	uint32_t nnodes = sched_nnodes(nv);
+	uint32_t *lens = calloc(nnodes, sizeof(*lens));
 	struct pset *ps = malloc(sizeof(*ps));
 	struct sched_decision di, dn;
 	int rc = -ENOMEM;
@@ -391,7 +406,7 @@ static int time_naive(const struct bench_args *a, const struct workload *w,
 		if (rc < 0)
 			goto out_free;
 		t0 = kvfs_mono_ns();
-		naive_lens(w, nv->nnodes, (uint32_t)a->nprefill, r.keys,
+		naive_lens(w, nnodes, (uint32_t)a->nprefill, r.keys,
 			   r.nkeys, ps, lens);
 		rc = sched_schedule_lens(nv, &r, lens, now, &dn);
 		t1 = kvfs_mono_ns();
@@ -432,26 +447,26 @@ static void print_table(const struct bench_args *a, const struct workload *w,
 
 	printf("kvconductor bench: %s blocks in the index (%s node copies), "
 	       "%llu prefill instances, prompts of %llu..%llu blocks\n",
-	       kvc_fmt_count(b1, sizeof(b1), (double)a->blocks),
-	       kvc_fmt_count(b2, sizeof(b2), (double)w->inserts),
+	       cli_fmt_count(b1, sizeof(b1), (double)a->blocks),
+	       cli_fmt_count(b2, sizeof(b2), (double)w->inserts),
 	       (unsigned long long)a->nprefill,
 	       (unsigned long long)a->min_blocks,
 	       (unsigned long long)a->max_blocks);
 	printf("index built from %s insert events in %.2f s (%s events/s)\n\n",
-	       kvc_fmt_count(b1, sizeof(b1), (double)w->inserts), build_s,
-	       kvc_fmt_count(b2, sizeof(b2),
+	       cli_fmt_count(b1, sizeof(b1), (double)w->inserts), build_s,
+	       cli_fmt_count(b2, sizeof(b2),
 			     build_s > 0 ? (double)w->inserts / build_s : 0));
 	printf("%-22s %10s %14s %9s %9s %9s  %s\n", "decision", "n",
 	       "decisions/s", "p50 us", "p99 us", "max us", "result");
 	for (int i = 0; i < nt; i++)
 		printf("%-22s %10llu %14s %9.2f %9.2f %9.1f  %s\n", t[i].name,
 		       (unsigned long long)t[i].n,
-		       kvc_fmt_count(b1, sizeof(b1), rate(&t[i])), t[i].p50_us,
+		       cli_fmt_count(b1, sizeof(b1), rate(&t[i])), t[i].p50_us,
 		       t[i].p99_us, t[i].max_us,
 		       i == nt - 1 ? (t[i].mismatches ? "MISMATCH" : "-")
 				   : pass(&t[i]) ? "PASS" : "MISS");
 	printf("\ntargets: >= %s decisions/s on one core and p99 <= %.0f us.\n",
-	       kvc_fmt_count(b1, sizeof(b1), TARGET_RATE), TARGET_P99_US);
+	       cli_fmt_count(b1, sizeof(b1), TARGET_RATE), TARGET_P99_US);
 	printf("index / naive scan: %.0fx decisions/s; %llu of %llu naive "
 	       "decisions differ from the index's.\n",
 	       rate(&t[nt - 1]) > 0 ? rate(&t[0]) / rate(&t[nt - 1]) : 0,
@@ -556,44 +571,44 @@ static int bench(const struct bench_args *a)
 	else if (rc == 0)
 		print_table(a, &w, build_s, t, 3);
 	if (rc < 0)
-		kvc_fail(CMD, rc, "bench");
+		cli_fail(CMD, rc, "bench");
 	for (int i = 0; i < NSCHED; i++)
 		sched_destroy(s[i]);
 	workload_free(&w, (uint32_t)a->nprefill);
 	free(lat);
-	return rc < 0 ? KVC_EXIT_FAIL : KVC_EXIT_OK;
+	return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 static int parse_opt(struct bench_args *a, int c, char **argv)
 {
 	switch (c) {
 	case 'n':
-		return kvc_parse_u64(CMD, "--blocks", optarg, CHAIN,
+		return cli_parse_u64(CMD, "--blocks", optarg, CHAIN,
 				     UINT64_C(1) << 28, &a->blocks);
 	case 'p':
-		return kvc_parse_u64(CMD, "--prefill", optarg, 1,
+		return cli_parse_u64(CMD, "--prefill", optarg, 1,
 				     SCHED_MAX_INSTANCES - NDECODE,
 				     &a->nprefill);
 	case 'd':
-		return kvc_parse_u64(CMD, "--decisions", optarg, 1,
+		return cli_parse_u64(CMD, "--decisions", optarg, 1,
 				     UINT64_C(1) << 26, &a->decisions);
 	case 'k':
-		return kvc_parse_u64(CMD, "--naive", optarg, 0,
+		return cli_parse_u64(CMD, "--naive", optarg, 0,
 				     UINT64_C(1) << 26, &a->naive);
 	case OPT_MIN:
-		return kvc_parse_u64(CMD, "--min-blocks", optarg, 1, CHAIN,
+		return cli_parse_u64(CMD, "--min-blocks", optarg, 1, CHAIN,
 				     &a->min_blocks);
 	case OPT_MAX:
-		return kvc_parse_u64(CMD, "--max-blocks", optarg, 1, CHAIN,
+		return cli_parse_u64(CMD, "--max-blocks", optarg, 1, CHAIN,
 				     &a->max_blocks);
 	case OPT_SEED:
-		return kvc_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
+		return cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
 				     &a->seed);
 	case 'j':
 		a->json = true;
 		return 0;
 	}
-	kvc_bad_option(CMD, c, argv);
+	cli_bad_option(CMD, c, argv);
 	return -EINVAL;
 }
 
@@ -611,16 +626,16 @@ int kvc_bench_main(int argc, char **argv)
 				NULL)) != -1) {
 		if (c == 'h') {
 			kvc_bench_usage(stdout);
-			return KVC_EXIT_OK;
+			return CLI_EXIT_OK;
 		}
 		if (parse_opt(&a, c, argv) < 0)
-			return KVC_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 	}
 	if (optind < argc)
-		return kvc_usage_error(CMD, "unexpected argument '%s'",
+		return cli_usage_error(CMD, "unexpected argument '%s'",
 				       argv[optind]);
 	if (a.min_blocks > a.max_blocks)
-		return kvc_usage_error(CMD, "--min-blocks exceeds "
+		return cli_usage_error(CMD, "--min-blocks exceeds "
 					    "--max-blocks");
 	return bench(&a);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sched/cli.h"
+#include "src/common/cli.h"
 #include "src/common/trace.h"
 
 #define CMD "gen-trace"
@@ -84,7 +85,7 @@ static const struct option gen_opts[] = {
 static int parse_u32(const char *opt, uint32_t *out)
 {
 	uint64_t v;
-	int rc = kvc_parse_u64(CMD, opt, optarg, 0, UINT32_MAX, &v);
+	int rc = cli_parse_u64(CMD, opt, optarg, 0, UINT32_MAX, &v);
 
 	if (rc == 0)
 		*out = (uint32_t)v;
@@ -96,18 +97,18 @@ static int parse_opt(struct kvfs_trace_gen_params *p, const char **out,
 {
 	switch (c) {
 	case 'n':
-		return kvc_parse_u64(CMD, "--requests", optarg, 0, UINT64_MAX,
+		return cli_parse_u64(CMD, "--requests", optarg, 0, UINT64_MAX,
 				     &p->requests);
 	case 'r':
-		return kvc_parse_double(CMD, "--rate", optarg, 0, false, 1e9,
+		return cli_parse_double(CMD, "--rate", optarg, 0, false, 1e9,
 					&p->rate);
 	case OPT_SEED:
-		return kvc_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
+		return cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
 				     &p->seed);
 	case OPT_SYS:
 		return parse_u32("--sys-prompts", &p->sys_prompts);
 	case OPT_SKEW:
-		return kvc_parse_double(CMD, "--skew", optarg, 0, true, 100,
+		return cli_parse_double(CMD, "--skew", optarg, 0, true, 100,
 					&p->skew);
 	case OPT_SYS_MIN:
 		return parse_u32("--sys-min", &p->sys_min);
@@ -124,16 +125,16 @@ static int parse_opt(struct kvfs_trace_gen_params *p, const char **out,
 	case OPT_SESSIONS:
 		return parse_u32("--sessions", &p->sessions);
 	case OPT_FOLLOW:
-		return kvc_parse_double(CMD, "--follow", optarg, 0, true, 1,
+		return cli_parse_double(CMD, "--follow", optarg, 0, true, 1,
 					&p->follow);
 	case OPT_MAX_INPUT:
-		return kvc_parse_u64(CMD, "--max-input", optarg, 1, UINT64_MAX,
+		return cli_parse_u64(CMD, "--max-input", optarg, 1, UINT64_MAX,
 				     &p->max_input);
 	case 'o':
 		*out = optarg;
 		return 0;
 	}
-	kvc_bad_option(CMD, c, argv);
+	cli_bad_option(CMD, c, argv);
 	return -EINVAL;
 }
 
@@ -143,8 +144,8 @@ static int write_trace(const char *out, const struct kvfs_trace_gen_params *p)
 	int rc;
 
 	if (!f) {
-		kvc_fail(CMD, -errno, "%s", out);
-		return KVC_EXIT_FAIL;
+		cli_fail(CMD, -errno, "%s", out);
+		return CLI_EXIT_FAIL;
 	}
 	rc = kvfs_trace_gen(f, p);
 	if (out && fclose(f) && rc == 0)
@@ -152,10 +153,10 @@ static int write_trace(const char *out, const struct kvfs_trace_gen_params *p)
 	else if (!out && fflush(f) && rc == 0)
 		rc = -EIO;
 	if (rc < 0) {
-		kvc_fail(CMD, rc, "writing %s", out ? out : "standard output");
-		return KVC_EXIT_FAIL;
+		cli_fail(CMD, rc, "writing %s", out ? out : "standard output");
+		return CLI_EXIT_FAIL;
 	}
-	return KVC_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
 int kvc_gen_main(int argc, char **argv)
@@ -171,16 +172,16 @@ int kvc_gen_main(int argc, char **argv)
 	       -1) {
 		if (c == 'h') {
 			kvc_gen_usage(stdout);
-			return KVC_EXIT_OK;
+			return CLI_EXIT_OK;
 		}
 		if (parse_opt(&p, &out, c, argv) < 0)
-			return KVC_EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 	}
 	if (optind < argc)
-		return kvc_usage_error(CMD, "unexpected argument '%s'",
+		return cli_usage_error(CMD, "unexpected argument '%s'",
 				       argv[optind]);
 	why = kvfs_trace_gen_check(&p);
 	if (why)
-		return kvc_usage_error(CMD, "%s", why);
+		return cli_usage_error(CMD, "%s", why);
 	return write_trace(out, &p);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sched/cli.h"
+#include "src/common/cli.h"
 #include "sched/replay.h"
 
 #define CMD "replay"
@@ -121,31 +122,31 @@ static int parse_opt(struct replay_args *a, int c, char **argv)
 		a->skip_bad = true;
 		return 0;
 	case 'p':
-		return kvc_parse_u64(CMD, "--prefill", optarg, 1,
+		return cli_parse_u64(CMD, "--prefill", optarg, 1,
 				     SCHED_MAX_INSTANCES, &a->nprefill);
 	case 'd':
-		return kvc_parse_u64(CMD, "--decode", optarg, 1,
+		return cli_parse_u64(CMD, "--decode", optarg, 1,
 				     SCHED_MAX_INSTANCES, &a->ndecode);
 	case 'C':
-		return kvc_parse_u64(CMD, "--cache-blocks", optarg, 1,
+		return cli_parse_u64(CMD, "--cache-blocks", optarg, 1,
 				     1u << 30, &a->cache_blocks);
 	case OPT_SEED:
-		return kvc_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
+		return cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
 				     &a->seed);
 	case OPT_SLO_TTFT:
-		return kvc_parse_double(CMD, "--slo-ttft", optarg, 0, false,
+		return cli_parse_double(CMD, "--slo-ttft", optarg, 0, false,
 					1e9, &a->slo_ttft);
 	case OPT_SLO_TBT:
-		return kvc_parse_double(CMD, "--slo-tbt", optarg, 0, false,
+		return cli_parse_double(CMD, "--slo-tbt", optarg, 0, false,
 					1e9, &a->slo_tbt);
 	case OPT_BALANCE:
-		return kvc_parse_double(CMD, "--balance", optarg, 1, true,
+		return cli_parse_double(CMD, "--balance", optarg, 1, true,
 					1e9, &a->balance);
 	case 's':
-		return kvc_parse_double(CMD, "--speed", optarg, 0, false,
+		return cli_parse_double(CMD, "--speed", optarg, 0, false,
 					1e6, &a->speed);
 	}
-	return kvc_bad_option(CMD, c, argv) ? -EINVAL : 0;
+	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
 }
 
 /* 1: --help was asked for; 0: parsed; -EINVAL: one line printed */
@@ -168,21 +169,21 @@ static int parse_args(struct replay_args *a, int argc, char **argv)
 			return -EINVAL;
 	}
 	if (optind < argc) {
-		kvc_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+		cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
 		return -EINVAL;
 	}
 	if (!a->trace) {
-		kvc_usage_error(CMD, "--trace FILE is required");
+		cli_usage_error(CMD, "--trace FILE is required");
 		return -EINVAL;
 	}
 	/* every instance is a node of the index */
 	if (a->nprefill + a->ndecode > SCHED_MAX_INSTANCES) {
-		kvc_usage_error(CMD, "--prefill + --decode: at most %d "
+		cli_usage_error(CMD, "--prefill + --decode: at most %d "
 				     "instances in all", SCHED_MAX_INSTANCES);
 		return -EINVAL;
 	}
 	if (a->compare && a->policy) {
-		kvc_usage_error(CMD, "--compare runs every policy: no "
+		cli_usage_error(CMD, "--compare runs every policy: no "
 				     "--policy");
 		return -EINVAL;
 	}
@@ -199,7 +200,7 @@ static int build_config(const struct replay_args *a, struct sched_config *c)
 	if (a->config) {
 		rc = sched_config_load(c, a->config, err, sizeof(err));
 		if (rc < 0) {
-			kvc_usage_error(CMD, "%s", err);
+			cli_fail(CMD, 0, "%s", err);
 			return rc;
 		}
 	}
@@ -210,7 +211,7 @@ static int build_config(const struct replay_args *a, struct sched_config *c)
 	if (a->balance >= 1)
 		c->balance = a->balance;
 	if (a->reject && sched_reject_parse(a->reject, &c->reject) < 0) {
-		kvc_usage_error(CMD, "--reject: '%s' is not off, early or "
+		cli_usage_error(CMD, "--reject: '%s' is not off, early or "
 				     "predict", a->reject);
 		return -EINVAL;
 	}
@@ -252,7 +253,7 @@ static void print_one(FILE *f, const struct sched_replay_result *r)
 		   "%s evictions\n",
 		100 * r->hit_rate, pct * (double)r->hit_local,
 		pct * (double)r->hit_remote,
-		kvc_fmt_count(ev, sizeof(ev), (double)r->evictions));
+		cli_fmt_count(ev, sizeof(ev), (double)r->evictions));
 	fprintf(f, "  TTFT              mean %.2f s, p50 %.2f s, p90 %.2f s, "
 		   "p99 %.2f s\n",
 		r->ttft_mean, r->ttft_p50, r->ttft_p90, r->ttft_p99);
@@ -348,7 +349,10 @@ static void print_json(FILE *f, const struct replay_args *a,
 
 static void on_progress(void *arg, size_t done, size_t total)
 {
-	kvc_progress_draw(arg, done, total);
+	struct cli_progress *p = arg;
+
+	p->total = total;
+	cli_progress_draw(p, done);
 }
 
 static int run_one(const struct replay_args *a, const struct sched_config *c,
@@ -356,7 +360,7 @@ static int run_one(const struct replay_args *a, const struct sched_config *c,
 		   const struct sched_policy_ops *p,
 		   struct sched_replay_result *r)
 {
-	struct kvc_progress prog;
+	struct cli_progress prog;
 	struct sched_replay_opts o = {
 		.cfg = c,
 		.policy = p,
@@ -370,11 +374,11 @@ static int run_one(const struct replay_args *a, const struct sched_config *c,
 	};
 	int rc;
 
-	kvc_progress_start(&prog, sched_policy_name(p));
+	cli_progress_start(&prog, sched_policy_name(p), t->n);
 	rc = sched_replay_run(t, &o, r);
-	kvc_progress_end(&prog);
+	cli_progress_end(&prog);
 	if (rc < 0)
-		kvc_fail(CMD, rc, "replay with %s", sched_policy_name(p));
+		cli_fail(CMD, rc, "replay with %s", sched_policy_name(p));
 	return rc;
 }
 
@@ -386,8 +390,8 @@ static int run_all(const struct replay_args *a, const struct sched_config *c,
 	int rc = 0;
 
 	if (!r) {
-		kvc_fail(CMD, -ENOMEM, "results");
-		return KVC_EXIT_FAIL;
+		cli_fail(CMD, -ENOMEM, "results");
+		return CLI_EXIT_FAIL;
 	}
 	for (size_t i = 0; i < n && rc == 0; i++)
 		rc = run_one(a, c, t,
@@ -403,7 +407,7 @@ static int run_all(const struct replay_args *a, const struct sched_config *c,
 			print_one(stdout, r);
 	}
 	free(r);
-	return rc < 0 ? KVC_EXIT_FAIL : KVC_EXIT_OK;
+	return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 int kvc_replay_main(int argc, char **argv)
@@ -416,21 +420,22 @@ int kvc_replay_main(int argc, char **argv)
 
 	rc = parse_args(&a, argc, argv);
 	if (rc)
-		return rc > 0 ? (kvc_replay_usage(stdout), KVC_EXIT_OK)
-			      : KVC_EXIT_USAGE;
+		return rc > 0 ? (kvc_replay_usage(stdout), CLI_EXIT_OK)
+			      : CLI_EXIT_USAGE;
 	if (!a.policy)
 		a.policy = DEF_POLICY;
 	if (!a.compare && !sched_policy_find(a.policy))
-		return kvc_usage_error(CMD, "no policy '%s' (try 'kvconductor "
-					    "help replay')", a.policy);
-	if (build_config(&a, &cfg) < 0)
-		return KVC_EXIT_USAGE;
+		return cli_usage_error(CMD, "--policy: no policy '%s'",
+				       a.policy);
+	rc = build_config(&a, &cfg);
+	if (rc < 0)
+		return rc == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 	rc = sched_trace_load(a.trace, a.skip_bad, &t, err, sizeof(err));
-	if (rc == -EINVAL)
-		return kvc_usage_error(CMD, "%s", err);
 	if (rc < 0) {
-		fprintf(stderr, "kvconductor %s: %s\n", CMD, err);
-		return KVC_EXIT_FAIL;
+		/* a malformed line is bad input, exit 2, but no usage error:
+		 * the message names the line, not the options */
+		cli_fail(CMD, 0, "%s", err);
+		return rc == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 	}
 	rc = run_all(&a, &cfg, &t);
 	sched_trace_free(&t);

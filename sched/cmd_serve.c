@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sched/cli.h"
+#include "src/common/cli.h"
 #include "src/common/clock.h"
 #include "sched/serve_int.h"
 
@@ -95,33 +96,33 @@ static int parse_opt(struct serve_args *a, int c, char **argv)
 		a->reject = optarg;
 		return 0;
 	case 'p':
-		return kvc_parse_u64(CMD, "--prefill", optarg, 1,
+		return cli_parse_u64(CMD, "--prefill", optarg, 1,
 				     SCHED_MAX_INSTANCES, &a->nprefill);
 	case 'd':
-		return kvc_parse_u64(CMD, "--decode", optarg, 1,
+		return cli_parse_u64(CMD, "--decode", optarg, 1,
 				     SCHED_MAX_INSTANCES, &a->ndecode);
 	case OPT_SLO_TTFT:
-		return kvc_parse_double(CMD, "--slo-ttft", optarg, 0, false,
+		return cli_parse_double(CMD, "--slo-ttft", optarg, 0, false,
 					1e9, &a->slo_ttft);
 	case OPT_SLO_TBT:
-		return kvc_parse_double(CMD, "--slo-tbt", optarg, 0, false,
+		return cli_parse_double(CMD, "--slo-tbt", optarg, 0, false,
 					1e9, &a->slo_tbt);
 	case OPT_MAX_BODY:
-		return kvc_parse_u64(CMD, "--max-body", optarg, 64, 1u << 30,
+		return cli_parse_u64(CMD, "--max-body", optarg, 64, 1u << 30,
 				     &a->max_body);
 	}
-	return kvc_bad_option(CMD, c, argv) ? -EINVAL : 0;
+	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
 }
 
 static int check_args(const struct serve_args *a)
 {
 	if (!a->nprefill != !a->ndecode) {
-		kvc_usage_error(CMD, "--prefill and --decode go together");
+		cli_usage_error(CMD, "--prefill and --decode go together");
 		return -EINVAL;
 	}
 	/* every instance is a node of the index */
 	if (a->nprefill + a->ndecode > SCHED_MAX_INSTANCES) {
-		kvc_usage_error(CMD, "--prefill + --decode: at most %d "
+		cli_usage_error(CMD, "--prefill + --decode: at most %d "
 				     "instances in all", SCHED_MAX_INSTANCES);
 		return -EINVAL;
 	}
@@ -147,7 +148,7 @@ static int parse_args(struct serve_args *a, int argc, char **argv)
 			return -EINVAL;
 	}
 	if (optind < argc) {
-		kvc_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+		cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
 		return -EINVAL;
 	}
 	return check_args(a);
@@ -164,7 +165,7 @@ static int build_config(const struct serve_args *a, struct sched_config *c)
 	c->reject = SCHED_REJECT_EARLY;
 	if (a->config && sched_config_load(c, a->config, err,
 					   sizeof(err)) < 0) {
-		kvc_usage_error(CMD, "%s", err);
+		cli_fail(CMD, 0, "%s", err);
 		return -EINVAL;
 	}
 	if (a->slo_ttft > 0)
@@ -172,12 +173,12 @@ static int build_config(const struct serve_args *a, struct sched_config *c)
 	if (a->slo_tbt > 0)
 		c->slo_tbt = a->slo_tbt;
 	if (a->reject && sched_reject_parse(a->reject, &c->reject) < 0) {
-		kvc_usage_error(CMD, "--reject: '%s' is not off, early or "
+		cli_usage_error(CMD, "--reject: '%s' is not off, early or "
 				     "predict", a->reject);
 		return -EINVAL;
 	}
 	if (sched_config_check(c, &msg) < 0) {
-		kvc_usage_error(CMD, "config: %s", msg);
+		cli_usage_error(CMD, "config: %s", msg);
 		return -EINVAL;
 	}
 	return 0;
@@ -192,8 +193,7 @@ static int srv_init(struct srv *srv, const struct serve_args *a)
 	srv->start_ns = kvfs_mono_ns();
 	srv->pol = sched_policy_find(a->policy);
 	if (!srv->pol) {
-		kvc_usage_error(CMD, "--policy: no policy '%s' (see "
-				     "'kvconductor help replay')", a->policy);
+		cli_usage_error(CMD, "--policy: no policy '%s'", a->policy);
 		return -EINVAL;
 	}
 	if (build_config(a, &srv->cfg) < 0)
@@ -225,14 +225,14 @@ static int open_listeners(const struct serve_args *a, int *http_fd,
 
 	rc = srv_listen(a->listen, http_fd);
 	if (rc < 0) {
-		kvc_fail(CMD, rc, "--listen %s", a->listen);
+		cli_fail(CMD, rc, "--listen %s", a->listen);
 		return rc;
 	}
 	if (!a->events)
 		return 0;
 	rc = srv_listen(a->events, ev_fd);
 	if (rc < 0) {
-		kvc_fail(CMD, rc, "--events %s", a->events);
+		cli_fail(CMD, rc, "--events %s", a->events);
 		close(*http_fd);
 	}
 	return rc;
@@ -249,7 +249,7 @@ static int run(struct srv *srv, const struct serve_args *a)
 
 	rc = open_listeners(a, &http_fd, &srv->ev_fd);
 	if (rc < 0)
-		return KVC_EXIT_FAIL;
+		return CLI_EXIT_FAIL;
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
@@ -258,13 +258,13 @@ static int run(struct srv *srv, const struct serve_args *a)
 	if (srv->ev_fd >= 0) {
 		rc = srv_events_start(srv);
 		if (rc < 0) {
-			kvc_fail(CMD, rc, "event listener");
+			cli_fail(CMD, rc, "event listener");
 			goto out_close;
 		}
 	}
 	rc = srv_http_start(srv, http_fd, &h);
 	if (rc < 0) {
-		kvc_fail(CMD, rc, "HTTP daemon on %s", a->listen);
+		cli_fail(CMD, rc, "HTTP daemon on %s", a->listen);
 		goto out_stop_events;
 	}
 	print_bound("listen", a->listen, http_fd);
@@ -277,7 +277,7 @@ static int run(struct srv *srv, const struct serve_args *a)
 	srv_events_stop(srv);
 	if (srv->ev_fd >= 0)
 		close(srv->ev_fd);
-	return KVC_EXIT_OK;
+	return CLI_EXIT_OK;
 
 out_stop_events:
 	srv_events_stop(srv);
@@ -285,7 +285,7 @@ out_close:
 	close(http_fd);
 	if (srv->ev_fd >= 0)
 		close(srv->ev_fd);
-	return KVC_EXIT_FAIL;
+	return CLI_EXIT_FAIL;
 }
 
 int kvc_serve_main(int argc, char **argv)
@@ -297,17 +297,17 @@ int kvc_serve_main(int argc, char **argv)
 	rc = parse_args(&a, argc, argv);
 	if (rc == 1) {
 		kvc_serve_usage(stdout);
-		return KVC_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
 	if (rc < 0 || srv_init(&srv, &a) < 0)
-		return KVC_EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	if (a.nprefill) {
 		rc = srv_set_instances(&srv, (uint32_t)a.nprefill, NULL,
 				       (uint32_t)a.ndecode, NULL);
 		if (rc < 0) {
-			kvc_fail(CMD, rc, "scheduler");
+			cli_fail(CMD, rc, "scheduler");
 			srv_release(&srv);
-			return KVC_EXIT_FAIL;
+			return CLI_EXIT_FAIL;
 		}
 	}
 	rc = run(&srv, &a);

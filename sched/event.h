@@ -2,7 +2,7 @@
  * event.h - block events, kvfsd -> conductor: wire format v1, encoder,
  * streaming decoder, and applying events to a scheduler.
  *
- * Each kvfsd keeps one stream (a TCP connection, later) to the conductor
+ * Each kvfsd keeps one stream (a TCP connection) to the conductor
  * and sends a frame whenever blocks are sealed or evicted (batched: one
  * frame may carry up to SCHED_EV_MAX_RECORDS records of one namespace).
  * kvconductor(8) documents the same format; kvfs(7) points there.
@@ -32,9 +32,11 @@
  *
  * STREAM rules: seq starts at 0 and grows by one per frame; the node id
  * never changes within a stream.  A frame that breaks a rule or fails its
- * checks ends the stream (the decoder refuses everything after it); the
- * conductor then forgets the node's blocks and waits for a new stream,
- * whose RESET and INSERTs rebuild them.  Events are hints: a lost or
+ * checks ends the stream (the decoder refuses everything after it).
+ * However a stream ends (such a frame, a close, a lost connection), the
+ * conductor then forgets the node's blocks, unless a newer stream of the
+ * node is already open, and waits for a new stream, whose RESET and
+ * INSERTs rebuild them.  Events are hints: a lost or
  * stale one makes a prefill slower, never wrong (locality.h).
  */
 #ifndef KVFS_SCHED_EVENT_H

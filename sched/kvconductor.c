@@ -1,8 +1,8 @@
 /*
  * kvconductor.c - the kvconductor program: the subcommand table.
  *
- * kvconductor(8) documents the interface; cli.h what the subcommands
- * share.
+ * kvconductor(8) documents the interface; sched/cli.h the subcommands,
+ * src/common/cli.h the message style and exit codes.
  */
 #include "config.h"
 
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sched/cli.h"
+#include "src/common/cli.h"
 #include "src/common/log.h"
 
 struct kvc_cmd {
@@ -73,7 +74,8 @@ static const struct kvc_cmd *find_cmd(const char *name)
 static void usage(FILE *f)
 {
 	fputs("usage: kvconductor COMMAND [OPTIONS]\n"
-	      "       kvconductor --help | --version\n"
+	      "       kvconductor COMMAND --help\n"
+	      "       kvconductor -h | --help | -V | --version\n"
 	      "\n"
 	      "The kvfs conductor: KVCache-centric scheduling of prefill and\n"
 	      "decode instances.  Commands:\n",
@@ -88,40 +90,39 @@ static int cmd_help(int argc, char **argv)
 {
 	const struct kvc_cmd *c;
 
-	if (argc < 2) {
+	if (argc < 2 || cli_is_help(argv[1])) {
 		usage(stdout);
-		return KVC_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
+	if (argc > 2)
+		return cli_usage_error("help", "one command at most");
 	c = find_cmd(argv[1]);
 	if (!c || !c->usage)
-		return kvc_usage_error("help", "no command '%s'", argv[1]);
+		return cli_usage_error("help", "no command '%s'", argv[1]);
 	c->usage(stdout);
-	return KVC_EXIT_OK;
+	return CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
 	const struct kvc_cmd *c;
 
+	cli_init("kvconductor");
 	kvfs_log_init("kvconductor", KVFS_LOG_WARN);
-	if (argc < 2) {
-		usage(stderr);
-		return KVC_EXIT_USAGE;
-	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+	if (argc < 2)
+		return cli_usage_error(NULL, "no command given");
+	if (cli_is_help(argv[1])) {
 		usage(stdout);
-		return KVC_EXIT_OK;
+		return CLI_EXIT_OK;
 	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("kvconductor (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
-		return KVC_EXIT_OK;
+	if (cli_is_version(argv[1])) {
+		cli_version(stdout);
+		return CLI_EXIT_OK;
 	}
+	if (argv[1][0] == '-')
+		return cli_usage_error(NULL, "unknown option '%s'", argv[1]);
 	c = find_cmd(argv[1]);
-	if (!c) {
-		fprintf(stderr, "kvconductor: no command '%s' (try "
-				"'kvconductor --help')\n",
-			argv[1]);
-		return KVC_EXIT_USAGE;
-	}
+	if (!c)
+		return cli_usage_error(NULL, "no command '%s'", argv[1]);
 	return c->fn(argc - 1, argv + 1);
 }

@@ -148,6 +148,11 @@ const struct sched_config *sched_get_config(const struct sched *s)
 	return &s->cfg;
 }
 
+uint32_t sched_nnodes(const struct sched *s)
+{
+	return s->nnodes;
+}
+
 /* ---- block events ------------------------------------------------------ */
 
 int sched_block_insert(struct sched *s, uint32_t node, uint64_t key)

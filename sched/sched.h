@@ -149,6 +149,8 @@ int sched_create(const struct sched_config *cfg, const struct sched_setup *su,
 void sched_destroy(struct sched *s);
 
 const struct sched_config *sched_get_config(const struct sched *s);
+/* nodes of the index: su->nnodes, or one past the highest node named */
+uint32_t sched_nnodes(const struct sched *s);
 
 /* ---- block events ------------------------------------------------------ */
 
@@ -219,6 +221,18 @@ struct sched_decision {
  */
 int sched_schedule(struct sched *s, const struct sched_req *r, double now,
 		   struct sched_decision *d);
+
+/*
+ * sched_schedule() with each node's cached prefix given, lens[node] for
+ * node < sched_nnodes(s), instead of read from the index: for a baseline
+ * that finds the prefixes its own way (`kvconductor bench` scans every
+ * node's block list) and must then decide exactly as the index path
+ * does.  -EINVAL also for lookahead policies, whose decision needs the
+ * in-flight index too.
+ */
+int sched_schedule_lens(struct sched *s, const struct sched_req *r,
+			const uint32_t *lens, double now,
+			struct sched_decision *d);
 
 /* the prefill of id ended at now; -ENOENT for an unknown or finished id,
  * -EALREADY when it was reported before */

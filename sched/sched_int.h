@@ -180,16 +180,6 @@ void sched_pick_cache_aware(struct sched *s, struct sched_ctx *c);
 void sched_pick_kvcache_centric(struct sched *s, struct sched_ctx *c);
 void sched_pick_lookahead(struct sched *s, struct sched_ctx *c);
 
-/*
- * sched_schedule() with the per-node cached prefix given instead of read
- * from the index: for `kvconductor bench`, whose naive baseline finds
- * lens[] by scanning every node's block list and must then decide
- * exactly as the index path does.  Not for lookahead policies (-EINVAL).
- */
-int sched_schedule_lens(struct sched *s, const struct sched_req *r,
-			const uint32_t *lens, double now,
-			struct sched_decision *d);
-
 /* ---- the in-flight index (flight.c) ------------------------------------ */
 
 int sched_flight_add(struct sched *s, uint32_t node, const uint64_t *keys,

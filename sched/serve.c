@@ -161,8 +161,36 @@ struct ev_loop {
 	uint8_t buf[EV_READ_BUF];
 };
 
+/*
+ * A stream is over, however it ended (the node closed it, it broke a
+ * rule, or the daemon stops).  The blocks it announced are no longer
+ * kept up to date: an evict would never reach us, and a node whose kvfsd
+ * died holds nothing.  So they are forgotten, as a RESET would, until
+ * the node's next stream resyncs them (event.h's STREAM rules) -- unless
+ * that next stream is already here: a node that reconnected before its
+ * old stream was seen to close has sent its RESET and inserts on the
+ * new one, which must not be wiped.
+ */
+static void stream_over(struct ev_loop *l, uint32_t i)
+{
+	const struct sched_ev_decoder *d = &l->conn[i].dec;
+	struct srv *srv = l->srv;
+
+	if (!d->started)
+		return;
+	for (uint32_t j = 0; j < l->n; j++)
+		if (j != i && l->conn[j].dec.started &&
+		    l->conn[j].dec.node == d->node)
+			return;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->s)
+		sched_node_reset(srv->s, d->node);
+	pthread_mutex_unlock(&srv->lock);
+}
+
 static void conn_close(struct ev_loop *l, uint32_t i)
 {
+	stream_over(l, i);
 	close(l->conn[i].fd);
 	sched_ev_decoder_release(&l->conn[i].dec);
 	l->conn[i] = l->conn[--l->n];
@@ -185,18 +213,6 @@ static void accept_one(struct ev_loop *l)
 	pthread_mutex_lock(&l->srv->lock);
 	l->srv->c.ev_conns++;
 	pthread_mutex_unlock(&l->srv->lock);
-}
-
-/*
- * A stream that broke a rule is over; the node's blocks it announced may
- * be stale now, so they are forgotten until its next stream resyncs them
- * (event.h's STREAM rules).
- */
-static void stream_failed(struct srv *srv, struct sched_ev_decoder *d)
-{
-	srv->c.ev_errors++;
-	if (srv->s && d->started)
-		sched_node_reset(srv->s, d->node);
 }
 
 /* false: close the stream (end, error, bad frame, no scheduler yet) */
@@ -223,8 +239,10 @@ static bool conn_read(struct ev_loop *l, struct ev_conn *c)
 	rc = sched_ev_feed(&c->dec, l->buf, (size_t)n, sched_ev_apply, srv->s);
 	srv->c.ev_frames += c->dec.frames - frames;
 	srv->c.ev_records += c->dec.records - records;
+	/* the stream is closed, and its node's blocks forgotten, by
+	 * conn_close() */
 	if (rc < 0)
-		stream_failed(srv, &c->dec);
+		srv->c.ev_errors++;
 	pthread_mutex_unlock(&srv->lock);
 	return rc == 0;
 }

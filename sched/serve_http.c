@@ -318,16 +318,20 @@ static void decision_json(const struct sched_decision *d,
 	a->json = j;
 	if (!j)
 		return;
+	/* instances by index (their place in POST /v1/instances or
+	 * --prefill/--decode), nodes by kvfsd node id: the names say which */
 	json_object_object_add(j, "id", json_object_new_uint64(d->id));
-	json_object_object_add(j, "prefill", json_object_new_int64(d->prefill));
-	json_object_object_add(j, "decode", json_object_new_int64(d->decode));
+	json_object_object_add(j, "prefill_instance",
+			       json_object_new_int64(d->prefill));
+	json_object_object_add(j, "decode_instance",
+			       json_object_new_int64(d->decode));
 	json_object_object_add(j, "cached_blocks",
 			       json_object_new_int64(d->local_blocks));
 	json_object_object_add(j, "transfer_blocks",
 			       json_object_new_int64(d->xfer_blocks));
 	json_object_object_add(j, "reuse_blocks",
 			       json_object_new_int64(d->reuse_blocks));
-	json_object_object_add(j, "src_node",
+	json_object_object_add(j, "src_node_id",
 			       d->src_node == SCHED_NO_NODE
 				       ? NULL
 				       : json_object_new_int64(d->src_node));

@@ -1,13 +1,16 @@
 #!/bin/sh
-# kvconductor's interface: exit codes and one-line errors, every option of
-# every subcommand's help in kvconductor(8) and back, gen-trace (same seed,
-# same bytes) replayed, a malformed trace line named by its number and
-# exit 2 (--skip-bad counts it), fit writing a config replay reads, and a
-# small bench whose naive decisions all match the index's.
+# kvconductor's interface: exit codes and one-line errors in the shared
+# message style (src/common/cli.h), -h/--help and -V/--version for the
+# program and every command, every option of every subcommand's help in
+# kvconductor(8) and back, gen-trace (same seed, same bytes) replayed, a
+# malformed trace line named by its number and exit 2 (--skip-bad counts
+# it), no '\r' or escape in progress output to a file, fit writing a
+# config replay reads with early rejection on, and a small bench whose
+# naive decisions all match the index's.
 set -eu
+T=sched_cli
+. "${top_srcdir:-.}/tests/lib.sh"
 
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
 KVC=$top_builddir/sched/kvconductor
 MAN=$top_srcdir/man/kvconductor.8
 
@@ -19,23 +22,53 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched_cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
-
-# usage2 ARGS...: exit status 2 and exactly one line on stderr
-usage2() {
+# err2 WHAT ARGS...: exit status 2 and exactly one line on stderr, and
+# nothing on stdout
+err2() {
+	shift
 	rc=0
-	"$KVC" "$@" >/dev/null 2>"$tmp/err" || rc=$?
-	if [ $rc = 2 ] && [ "$(grep -c . "$tmp/err")" = 1 ]; then
-		ok "'$*' exits 2 with one line"
-	else
-		bad "'$*' exits 2 with one line (got $rc: $(cat "$tmp/err"))"
+	"$KVC" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	if [ $rc = 2 ] && [ "$(grep -c . "$tmp/err")" = 1 ] &&
+		[ ! -s "$tmp/out" ]; then
+		return 0
 	fi
+	bad "'$*' exits 2 with one line (got $rc: $(cat "$tmp/err"))"
+	return 1
+}
+
+# usage2 ARGS...: a usage error: err2, and the line is
+# "kvconductor[ CMD]: MSG (see 'kvconductor[ CMD] --help')", CMD being
+# the command when ARGS start with a known one
+usage2() {
+	err2 usage "$@" || return 0
+	case ${1:-} in
+	replay | gen-trace | fit | bench | serve | help) pre="kvconductor $1" ;;
+	*) pre=kvconductor ;;
+	esac
+	line=$(cat "$tmp/err")
+	case $line in
+	"$pre: "*" (see '$pre --help')")
+		ok "'$*': usage error, exit 2: $line" ;;
+	*) bad "'$*': not \"$pre: MSG (see '$pre --help')\": $line" ;;
+	esac
+}
+
+# input2 CMD ARGS...: bad input: err2, and the line is "kvconductor CMD:
+# MSG" naming the file, without a pointer to --help
+input2() {
+	err2 input "$@" || return 0
+	line=$(cat "$tmp/err")
+	case $line in
+	*"--help"*) bad "'$*': bad input, yet points at --help: $line" ;;
+	"kvconductor $1: "*) ok "'$*': bad input, exit 2: $line" ;;
+	*) bad "'$*': not \"kvconductor $1: MSG\": $line" ;;
+	esac
 }
 
 # ---- usage ------------------------------------------------------------------
+usage2
 usage2 no-such-command
+usage2 --no-such-option
 usage2 replay
 usage2 replay --trace x --no-such-option
 usage2 replay --trace x --prefill 0
@@ -50,14 +83,37 @@ usage2 serve --prefill 2
 usage2 serve --policy fastest
 usage2 serve --reject sometimes
 usage2 serve --max-body 1
-rc=0
-"$KVC" >/dev/null 2>&1 || rc=$?
-if [ $rc = 2 ]; then ok "no command exits 2"; else bad "no command exits 2"; fi
-if "$KVC" --help | grep -q 'gen-trace' && "$KVC" --version |
-	grep -q '^kvconductor'; then
-	ok "--help and --version"
+usage2 fit --reject sometimes x.csv
+usage2 help replay fit
+
+# help0 WHAT ARGS...: exit 0, stdout starting with WHAT, stderr empty
+help0() {
+	want=$1
+	shift
+	rc=0
+	"$KVC" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	if [ $rc = 0 ] && [ ! -s "$tmp/err" ] &&
+		head -n 1 "$tmp/out" | grep -q "^$want"; then
+		ok "'$*': exit 0, '$want...' on stdout"
+	else
+		bad "'$*': exit 0, '$want...' on stdout (got $rc:" \
+			"$(head -n 1 "$tmp/out") $(cat "$tmp/err"))"
+	fi
+}
+for h in -h --help; do
+	help0 'usage: kvconductor COMMAND' "$h"
+	help0 'usage: kvconductor COMMAND' help "$h"
+	for cmd in replay gen-trace fit bench serve; do
+		help0 "usage: kvconductor $cmd " "$cmd" "$h"
+	done
+done
+for v in -V --version; do
+	help0 'kvconductor (kvfs) [0-9]' "$v"
+done
+if "$KVC" --help | grep -q '^  gen-trace '; then
+	ok "--help lists gen-trace"
 else
-	bad "--help and --version"
+	bad "--help lists gen-trace"
 fi
 if "$KVC" --help | grep -q '^  serve '; then
 	ok "serve is listed"
@@ -79,7 +135,29 @@ man_opts() {
 		on' "$MAN" | grep -o 'Fl -[a-z][a-z-]*' | sed 's/^Fl /-/' |
 		sort -u
 }
+# and the short forms: "-x, --long" in help, ".It Fl x , Fl -long" there
+help_short() {
+	"$KVC" help "$1" | sed -n 's/^  \(-[a-zA-Z], --[a-z-]*\).*/\1/p' |
+		grep -v -- '--help$' | sort
+}
+man_short() {
+	awk -v s=".Ss kvconductor $1" '
+		$0 == s { on = 1; next }
+		on && /^\.S[sh] / { on = 0 }
+		on' "$MAN" |
+		sed -n 's/^\.It Fl \([a-zA-Z]\) , Fl -\([a-z-]*\).*/-\1, --\2/p' |
+		sort
+}
 for cmd in replay gen-trace fit bench serve; do
+	help_short "$cmd" >"$tmp/hs.$cmd"
+	man_short "$cmd" >"$tmp/ms.$cmd"
+	if [ -s "$tmp/hs.$cmd" ] && cmp -s "$tmp/hs.$cmd" "$tmp/ms.$cmd"; then
+		ok "help $cmd and kvconductor(8) give the same short options"
+	else
+		bad "help $cmd and kvconductor(8) short options differ:" \
+			"$(diff "$tmp/hs.$cmd" "$tmp/ms.$cmd" | grep '^[<>]' |
+				tr '\n' ' ')"
+	fi
 	help_opts "$cmd" >"$tmp/help.$cmd"
 	man_opts "$cmd" >"$tmp/man.$cmd"
 	if [ -s "$tmp/help.$cmd" ] && cmp -s "$tmp/help.$cmd" "$tmp/man.$cmd"
@@ -130,13 +208,11 @@ fi
 	echo '{"timestamp": 9, "input_length": "many"}'
 	sed -n 3p "$tmp/a.jsonl"
 } >"$tmp/bad.jsonl"
-rc=0
-"$KVC" replay --trace "$tmp/bad.jsonl" >/dev/null 2>"$tmp/err" || rc=$?
-if [ $rc = 2 ] && grep -q 'bad.jsonl:3:' "$tmp/err" &&
-	[ "$(grep -c . "$tmp/err")" = 1 ]; then
-	ok "a malformed line: exit 2, its line number named"
+input2 replay --trace "$tmp/bad.jsonl"
+if grep -q 'bad.jsonl:3:' "$tmp/err"; then
+	ok "a malformed line: its line number named"
 else
-	bad "a malformed line: exit 2, its line number named ($rc: $(cat "$tmp/err"))"
+	bad "a malformed line: its line number named: $(cat "$tmp/err")"
 fi
 if "$KVC" replay --trace "$tmp/bad.jsonl" --skip-bad --json >"$tmp/s.json" &&
 	grep -q '"requests":3,"skipped":1,' "$tmp/s.json"; then
@@ -164,21 +240,58 @@ if "$KVC" fit "$tmp/p.csv" -o "$tmp/p.conf" >"$tmp/fit.out" &&
 else
 	bad "fit recovers the coefficients: $(cat "$tmp/p.conf")"
 fi
-if "$KVC" replay --trace "$tmp/a.jsonl" --config "$tmp/p.conf" --json \
-	--prefill 2 --decode 2 >/dev/null; then
-	ok "replay reads fit's config"
+# the documented flow, fit then --config, keeps early rejection on: the
+# replay takes the config's reject key, and with a TTFT SLO no prefill
+# can meet it rejects
+# rejected JSON: the first result's rejected count
+rejected() { sed -n 's/.*"rejected":\([0-9]*\),.*/\1/p' "$1"; }
+if [ "$(conf reject)" = early ] &&
+	"$KVC" replay --trace "$tmp/a.jsonl" --config "$tmp/p.conf" --json \
+		--prefill 2 --decode 2 --slo-ttft 0.001 >"$tmp/r.json" &&
+	grep -q '"reject":"early"' "$tmp/r.json" &&
+	[ "$(rejected "$tmp/r.json")" -gt 0 ]; then
+	ok "fit's config keeps rejection on: replay --config rejects" \
+		"$(rejected "$tmp/r.json") of 300"
 else
-	bad "replay reads fit's config"
+	bad "fit's config keeps rejection on: reject = $(conf reject):" \
+		"$(cat "$tmp/r.json")"
 fi
+"$KVC" fit "$tmp/p.csv" --reject off -o "$tmp/p.conf" >/dev/null
+if [ "$(conf reject)" = off ] &&
+	"$KVC" replay --trace "$tmp/a.jsonl" --config "$tmp/p.conf" --json \
+		--prefill 2 --decode 2 --slo-ttft 0.001 >"$tmp/r.json" &&
+	[ "$(rejected "$tmp/r.json")" = 0 ]; then
+	ok "fit --reject off writes off, and replay then admits all"
+else
+	bad "fit --reject off: reject = $(conf reject): $(cat "$tmp/r.json")"
+fi
+echo 'reject = predict' >"$tmp/base.conf"
+"$KVC" fit "$tmp/p.csv" --config "$tmp/base.conf" -o "$tmp/p.conf" >/dev/null
+if [ "$(conf reject)" = predict ]; then
+	ok "fit keeps BASE's reject key"
+else
+	bad "fit keeps BASE's reject key: reject = $(conf reject)"
+fi
+
+# progress to a file (not a terminal): whole lines, no '\r', no escapes
+"$KVC" replay --trace "$tmp/a.jsonl" --prefill 2 --decode 2 --compare \
+	>/dev/null 2>"$tmp/prog.err"
+if [ "$(tr -d '\r\033' <"$tmp/prog.err" | wc -c)" = \
+	"$(wc -c <"$tmp/prog.err")" ]; then
+	ok "no '\\r' or escape on a stderr that is not a terminal"
+else
+	bad "'\\r' or escape on a stderr that is not a terminal"
+fi
+
 printf 'tokens,cached,seconds\n1000,0,1\n2000,0,2\n3000,x,3\n' >"$tmp/q.csv"
-usage2 fit "$tmp/q.csv"
+input2 fit "$tmp/q.csv"
 if grep -q 'q.csv:4:' "$tmp/err"; then
 	ok "a bad CSV row is named by its line"
 else
 	bad "a bad CSV row is named by its line: $(cat "$tmp/err")"
 fi
 echo 'slo_ttft = soon' >"$tmp/bad.conf"
-usage2 replay --trace "$tmp/a.jsonl" --config "$tmp/bad.conf"
+input2 replay --trace "$tmp/a.jsonl" --config "$tmp/bad.conf"
 if grep -q 'bad.conf:1:' "$tmp/err"; then
 	ok "a bad config line is named by its line"
 else
@@ -195,4 +308,4 @@ else
 	bad "bench: naive decisions match the index's: $(cat "$tmp/bench.json" "$tmp/err")"
 fi
 
-exit $fail
+exit "$fail"

@@ -6,16 +6,13 @@
 # attainment at 2x; one replay must take under 1 s of CPU.
 # SKIP (77) when ../shared/traces is not beside the source tree.
 set -eu
+T=sched_replay
+. "${top_srcdir:-.}/tests/lib.sh"
 
-top_srcdir=${top_srcdir:-.}
-top_builddir=${top_builddir:-.}
 KVC=$top_builddir/sched/kvconductor
 TRACE=$top_srcdir/../shared/traces/synthetic_trace.jsonl
 
-if [ ! -r "$TRACE" ]; then
-	echo "sched_replay: SKIP: $TRACE not found"
-	exit 77
-fi
+[ -r "$TRACE" ] || skip "$TRACE not found"
 if [ ! -x "$KVC" ]; then
 	echo "sched_replay: $KVC not built" >&2
 	exit 1
@@ -23,10 +20,6 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched_replay.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
-
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
 
 # field FILE POLICY KEY: KEY of POLICY's result in a --json line (each
 # result object is flat, so splitting at '{' puts one on a line)
@@ -106,4 +99,4 @@ if replay "$tmp/off.json" --policy kvcache-centric --speed 2 &&
 	fi
 fi
 
-exit $fail
+exit "$fail"

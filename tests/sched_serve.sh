@@ -2,12 +2,16 @@
 # kvconductor serve, on loopback with ports the kernel picks: every
 # endpoint through python3's urllib, block events fed over the events port
 # (frames built here, CRC-32C included) and seen in the next decision, a
-# bad frame closing its stream, 400/404/405/409/413/429/503, and SIGTERM
-# stopping the daemon with exit 0.  Every daemon runs under timeout and
-# is killed by the trap whatever happens.
+# bad frame closing its stream, a stream that ends dropping its node's
+# blocks (but not those of the node's newer stream), the decision's
+# fields naming instance indexes and node ids apart, a config written by
+# `kvconductor fit` keeping early rejection on, 400/404/405/409/413/429/
+# 503, and SIGTERM stopping the daemon with exit 0.  Every daemon runs
+# under timeout and is killed by the trap whatever happens.
 set -eu
+T=sched_serve
+. "${top_srcdir:-.}/tests/lib.sh"
 
-top_builddir=${top_builddir:-.}
 KVC=$top_builddir/sched/kvconductor
 PY=${PYTHON3:-python3}
 
@@ -15,10 +19,7 @@ if [ ! -x "$KVC" ]; then
 	echo "sched_serve: $KVC not built" >&2
 	exit 1
 fi
-if ! command -v "$PY" >/dev/null 2>&1; then
-	echo "sched_serve: no python3, skipping" >&2
-	exit 77
-fi
+command -v "$PY" >/dev/null 2>&1 || skip "no python3"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched_serve.XXXXXX")
 pids=""
@@ -37,29 +38,23 @@ start() {
 		>"$tmp/$name.out" 2>"$tmp/$name.err" &
 	pid=$!
 	pids="$pids $pid"
-	i=0
-	while ! grep -q '^listen ' "$tmp/$name.out" && [ $i -lt 50 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	if ! grep -q '^listen ' "$tmp/$name.out"; then
+	if ! wait_until 50 grep -q '^listen ' "$tmp/$name.out"; then
 		echo "FAIL $name did not start: $(cat "$tmp/$name.err")" >&2
 		exit 1
 	fi
 }
 port() { sed -n "s/^$2 127\.0\.0\.1:\([0-9]*\)\$/\1/p" "$tmp/$1.out"; }
 
-# stop PID NAME: SIGTERM, then its exit status must be 0 within 5 s
-fail=0
+# stop PID NAME: SIGTERM, then its exit status must be 0 (timeout 30
+# bounds the wait)
 stop() {
 	kill -TERM "$1"
 	rc=0
 	wait "$1" || rc=$?
 	if [ $rc = 0 ]; then
-		echo "ok   $2: SIGTERM, exit 0"
+		ok "$2: SIGTERM, exit 0"
 	else
-		echo "FAIL $2: SIGTERM, exit $rc" >&2
-		fail=1
+		bad "$2: SIGTERM, exit $rc"
 	fi
 }
 
@@ -137,10 +132,15 @@ def main_daemon(port, evport):
     check(st_["blocks_indexed"] == 4 and st_["events"]["records"] == 5,
           "events indexed: %s" % st_["events"])
     st, d = js(port, "POST", "/v1/schedule", req)
-    check(st == 200 and ((d["prefill"] == 1 and d["cached_blocks"] == 4) or
-                         d["transfer_blocks"] == 4),
+    check(st == 200 and
+          ((d["prefill_instance"] == 1 and d["cached_blocks"] == 4 and
+            d["src_node_id"] is None) or
+           (d["transfer_blocks"] == 4 and d["src_node_id"] == 1)),
           "schedule finds the announced blocks: %s" % d)
-    s.close()
+    check(set(d) == {"id", "prefill_instance", "decode_instance",
+                     "cached_blocks", "transfer_blocks", "reuse_blocks",
+                     "src_node_id", "est_queue_s", "est_ttft_s",
+                     "est_tbt_s"}, "decision fields: %s" % sorted(d))
 
     # a bad frame (CRC broken) ends its stream: the daemon closes it
     b = socket.create_connection(("127.0.0.1", evport), timeout=5)
@@ -153,8 +153,9 @@ def main_daemon(port, evport):
         closed = True
     b.close()
     st_ = wait_for(port, lambda x: x["events"]["errors"] >= 1)
-    check(closed and st_["events"]["errors"] == 1,
-          "a bad frame closes its stream")
+    check(closed and st_["events"]["errors"] == 1 and
+          st_["blocks_indexed"] == 4,
+          "a bad first frame closes its stream, forgetting nothing")
 
     st, c = js(port, "POST", "/v1/complete", {"id": d["id"],
                                               "phase": "prefill"})
@@ -220,17 +221,41 @@ def main_daemon(port, evport):
                {"prefill": [{"node": 0}], "decode": [{"node": 1}]})
     check(st == 409, "instances set at start: POST /v1/instances 409")
 
+    # node 1 reconnects before its old stream s is seen to end: the new
+    # stream s2 resyncs (RESET, two blocks); s ending then must not wipe
+    # them, and s2 ending drops them
+    s2 = socket.create_connection(("127.0.0.1", evport), timeout=5)
+    s2.sendall(frame(1, 0, "m", [(3, bytes(32))] +
+                     [(1, h) for h in hashes[:2]]))
+    wait_for(port, lambda x: x["events"]["records"] >= 8)
+    s.close()
+    # a frame on a later connection, once applied, means the event loop
+    # has seen s's end, which reached it first
+    s3 = socket.create_connection(("127.0.0.1", evport), timeout=5)
+    s3.sendall(frame(0, 0, "m", [(3, bytes(32))]))
+    st_ = wait_for(port, lambda x: x["events"]["records"] >= 9)
+    check(st_["events"]["records"] == 9 and st_["blocks_indexed"] == 2,
+          "an old stream ending keeps the node's new stream's blocks: %s"
+          % st_["events"])
+    s2.close()
+    st_ = wait_for(port, lambda x: x["blocks_indexed"] == 0)
+    check(st_["blocks_indexed"] == 0 and st_["events"]["errors"] == 1,
+          "a stream the node closes: its node's blocks dropped")
+    s3.close()
+
     # a stream that breaks a rule after a good start (seq out of order):
     # closed, and its node's blocks forgotten until it resyncs
     r = socket.create_connection(("127.0.0.1", evport), timeout=5)
-    r.sendall(frame(1, 0, "m", [(3, bytes(32))]) +
+    r.sendall(frame(1, 0, "m", [(3, bytes(32))] +
+                    [(1, h) for h in hashes]) +
               frame(1, 0, "m", [(1, hashes[0])]))
     try:
         closed = r.recv(1) == b""
     except (ConnectionResetError, socket.timeout):
         closed = True
     r.close()
-    st_ = wait_for(port, lambda x: x["events"]["errors"] >= 2)
+    st_ = wait_for(port, lambda x: x["events"]["errors"] >= 2 and
+                   x["blocks_indexed"] == 0)
     check(closed and st_["events"]["errors"] == 2 and
           st_["blocks_indexed"] == 0,
           "a stream out of order: closed, its node's blocks dropped")
@@ -260,13 +285,42 @@ def late_daemon(port, evport):
     check(st == 409, "POST /v1/instances again: 409")
     st, e = js(port, "POST", "/v1/schedule", body)
     check(st == 429 and e.get("reason") == "ttft" and "error" in e,
-          "429 when the TTFT SLO cannot be met: %s" % e)
+          "429 when the fitted config's TTFT SLO cannot be met: %s" % e)
     st, s_ = js(port, "GET", "/v1/stats")
     check(s_["rejected"]["ttft"] == 1 and s_["accepted"] == 0 and
           s_["prefill"][1]["node"] == 1, "stats count the rejection")
 
+def ids_daemon(port, evport):
+    # instance indexes and node ids apart: prefill instances 0 and 1 on
+    # nodes 7 and 4, decode instance 0 on node 9
+    st, e = js(port, "POST", "/v1/instances",
+               {"prefill": [{"node": 7}, {"node": 4}],
+                "decode": [{"node": 9}]})
+    check(st == 200, "POST /v1/instances on nodes 7, 4 and 9")
+    hashes = [bytes([i + 0x40]) * 32 for i in range(4)]
+    s = socket.create_connection(("127.0.0.1", evport), timeout=5)
+    s.sendall(frame(4, 0, "m", [(3, bytes(32))] + [(1, h) for h in hashes]))
+    wait_for(port, lambda x: x["blocks_indexed"] >= 4)
+    # a long prompt: its prefill keeps instance 1 busy for seconds
+    body = {"hashes": [h.hex() for h in hashes],
+            "input_length": 4 * 512 + 60000, "output_length": 4}
+    st, d = js(port, "POST", "/v1/schedule", body)
+    check(st == 200 and d["prefill_instance"] == 1 and
+          d["decode_instance"] == 0 and d["cached_blocks"] == 4 and
+          d["src_node_id"] is None,
+          "node 4's blocks: prefill_instance 1, decode_instance 0: %s" % d)
+    # the same prompt again, instance 1 now busy: instance 0 fetches the
+    # prefix from node 4 (milliseconds) rather than wait there
+    st, d = js(port, "POST", "/v1/schedule", body)
+    check(st == 200 and d["prefill_instance"] == 0 and
+          d["transfer_blocks"] == 4 and d["src_node_id"] == 4,
+          "a fetch names its source by node id: %s" % d)
+    s.close()
+
 if sys.argv[1] == "main":
     main_daemon(int(sys.argv[2]), int(sys.argv[3]))
+elif sys.argv[1] == "ids":
+    ids_daemon(int(sys.argv[2]), int(sys.argv[3]))
 else:
     late_daemon(int(sys.argv[2]), int(sys.argv[3]))
 sys.exit(1 if fails else 0)
@@ -278,9 +332,24 @@ main_pid=$pid
 	fail=1
 stop "$main_pid" main
 
-start late --events 127.0.0.1:0 --slo-ttft 0.000001
+start ids --events 127.0.0.1:0
+ids_pid=$pid
+"$PY" "$tmp/t.py" ids "$(port ids listen)" "$(port ids events)" || fail=1
+stop "$ids_pid" ids
+
+# the documented flow: fit, then serve --config.  The fitted config must
+# keep the daemon's early rejection (it once wrote "reject = off"), so
+# with a TTFT SLO no prefill meets the late daemon answers 429.
+printf 'tokens,cached,seconds\n1024,0,0.1\n2048,0,0.3\n4096,512,0.9\n' \
+	>"$tmp/p.csv"
+echo 'slo_ttft = 0.000001' >"$tmp/base.conf"
+if ! "$KVC" fit "$tmp/p.csv" --config "$tmp/base.conf" \
+	--output "$tmp/fit.conf" >/dev/null 2>"$tmp/fit.err"; then
+	bad "fit: $(cat "$tmp/fit.err")"
+fi
+start late --events 127.0.0.1:0 --config "$tmp/fit.conf"
 late_pid=$pid
 "$PY" "$tmp/t.py" late "$(port late listen)" "$(port late events)" || fail=1
 stop "$late_pid" late
 
-exit $fail
+exit "$fail"

@@ -612,8 +612,7 @@ static int cmd_evict(struct req *r)
  */
 static uint64_t slot_offset(struct req *r, uint32_t slot)
 {
-	return KV_POOL_HDR_SIZE +
-	       (uint64_t)slot * kv_store_slot_size(r->srv->st);
+	return kv_pool_slot_offset(kv_store_pool(r->srv->st), slot);
 }
 
 static int room_fail(struct req *r, int rc, const char *what, unsigned max)

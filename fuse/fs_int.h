@@ -48,8 +48,8 @@ enum {
  */
 #define TMO_SEALED 3600.0
 /*
- * A miss: blocks appear at any time (another engine seals one; later,
- * replication).  A local seal invalidates the negative dentry at once
+ * A miss: blocks appear at any time (another engine seals one, a peer
+ * pushes a replica).  A local seal invalidates the negative dentry at once
  * (fs_notify.c); the second bounds the rest and still absorbs the burst
  * of probes an engine makes for a prefix that is not there.
  */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fuse/fs_int.h"
+#include "fuse/kvfsd_cluster.h"
 #include "fuse/render.h"
 
 struct meta_file {
@@ -67,52 +68,72 @@ int fs_getattr_meta(struct kvfs_fs *fs, fuse_ino_t ino, struct stat *st)
 
 /* ---- .kvfs/nodes --------------------------------------------------- */
 
-/* s as a JSON string body: quotes, backslashes and controls escaped */
-static void json_str(FILE *fp, const char *s)
-{
-	fputc('"', fp);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(fp, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(fp, "\\u%04x", c);
-		else
-			fputc(c, fp);
-	}
-	fputc('"', fp);
-}
-
+/*
+ * {"nodes":[NODE,...], and in a cluster "replicas", "transport", "epoch",
+ *  "queued"}: every live node by id, this one first with "self":true and
+ * what only it knows (mountpoint, socket, pid, slots_free, blocks);
+ * a single node lists itself alone, by its id.
+ */
 static int render_nodes(struct kvfs_fs *fs, char **out, size_t *len)
 {
+	struct kvfs_buf b = KVFS_BUF_INIT, self = KVFS_BUF_INIT;
 	struct kv_store_stats s;
-	FILE *fp;
 	int rc = kv_store_stats(fs->st, &s);
 
 	if (rc < 0)
 		return rc;
-	fp = open_memstream(out, len);
-	if (!fp)
-		return -ENOMEM;
-	fputs("{\"nodes\":[{\"name\":", fp);
-	json_str(fp, fs->node);
-	fputs(",\"self\":true,\"state\":\"up\",\"mountpoint\":", fp);
-	json_str(fp, fs->mountpoint);
-	fputs(",\"socket\":", fp);
-	json_str(fp, fs->socket);
-	fprintf(fp,
-		",\"pid\":%ld,\"slots\":%llu,\"slot_size\":%llu,"
-		"\"slots_free\":%llu,\"blocks\":%llu}]}\n",
-		(long)getpid(), (unsigned long long)s.slots_total,
-		(unsigned long long)s.slot_size,
-		(unsigned long long)s.slots_free,
-		(unsigned long long)s.total.blocks);
-	if (fclose(fp) != 0) {
-		free(*out);
-		return -ENOMEM;
+	kvfs_buf_puts(&self, ",\"mountpoint\":");
+	kvfs_buf_json_str(&self, fs->mountpoint, strlen(fs->mountpoint));
+	kvfs_buf_puts(&self, ",\"socket\":");
+	kvfs_buf_json_str(&self, fs->socket, strlen(fs->socket));
+	kvfs_buf_printf(&self,
+			",\"pid\":%ld,\"slots\":%llu,\"slot_size\":%llu,"
+			"\"slots_free\":%llu,\"blocks\":%llu",
+			(long)getpid(), (unsigned long long)s.slots_total,
+			(unsigned long long)s.slot_size,
+			(unsigned long long)s.slots_free,
+			(unsigned long long)s.total.blocks);
+	if (self.err) {
+		kvfs_buf_release(&self);
+		return self.err;
 	}
-	return 0;
+	kvfs_buf_puts(&b, "{");
+	if (fs->cl) {
+		rc = kvfsd_cluster_view_json(fs->cl, &b, self.p);
+	} else {
+		kvfs_buf_puts(&b, "\"nodes\":[{\"id\":");
+		kvfs_buf_json_str(&b, fs->node, strlen(fs->node));
+		kvfs_buf_puts(&b, ",\"self\":true,\"state\":\"up\"");
+		kvfs_buf_puts(&b, self.p);
+		kvfs_buf_puts(&b, "}]");
+	}
+	kvfs_buf_release(&self);
+	if (rc < 0) {
+		kvfs_buf_release(&b);
+		return rc;
+	}
+	kvfs_buf_puts(&b, "}\n");
+	return kvfs_buf_finish(&b, out, len);
+}
+
+/*
+ * .kvfs/stats: the store's, and "replication":{"replicas":R,
+ * "live_nodes":N,"queued":N,"pushing":N,"pushed":N,"gave_up":N}, as
+ * kvfs(7) promises (a single node: R 1, itself, nothing to push)
+ */
+static int render_stats(struct kvfs_fs *fs, char **out, size_t *len)
+{
+	struct kvfsd_repl_stats r;
+	char extra[256];
+
+	kvfsd_cluster_repl_stats(fs->cl, &r);
+	snprintf(extra, sizeof(extra),
+		 ",\"replication\":{\"replicas\":%u,\"live_nodes\":%u,"
+		 "\"queued\":%zu,\"pushing\":%u,\"pushed\":%llu,"
+		 "\"gave_up\":%llu}",
+		 r.replicas, r.live_nodes, r.queued, r.busy,
+		 (unsigned long long)r.pushed, (unsigned long long)r.gave_up);
+	return render_stats_json_extra(fs->st, extra, out, len);
 }
 
 /* ---- open and readdir ---------------------------------------------- */
@@ -122,7 +143,7 @@ static int render(struct kvfs_fs *fs, fuse_ino_t ino, char **text,
 {
 	switch (ino) {
 	case INO_STATS:
-		return render_stats_json(fs->st, text, len);
+		return render_stats(fs, text, len);
 	case INO_METRICS:
 		return render_metrics(fs->st, text, len);
 	case INO_NODES:

@@ -32,7 +32,9 @@
 #include "fuse/kvfsd_cluster.h"
 #include "fuse/fs.h"
 #include "fuse/kvfsd.h"
+#include "src/common/cli.h"
 #include "src/common/log.h"
+#include "kvstore/pool.h"
 #include "kvstore/store.h"
 
 struct daemon {
@@ -42,6 +44,7 @@ struct daemon {
 	struct kvfs_fs *fs;
 	struct ctl_server *ctl;
 	struct kvfsd_cluster *cl;	/* NULL: a single node */
+	struct kvfsd_cluster *ev;	/* a single node's conductor stream */
 	struct ctl_cluster_ops cl_ops;	/* what ctl calls of it */
 	struct fuse_session *se;
 	bool mounted;
@@ -256,6 +259,10 @@ static char *info_json(struct daemon *d)
 	json_field(fp, "state", d->o.state_dir);
 	json_field(fp, "pool", d->o.pool_path);
 	json_field(fp, "socket", d->o.ctl_path);
+	json_field(fp, "node_id", d->o.node_id);
+	/* the pool file's size, so that a pool left in /dev/shm is seen */
+	fprintf(fp, ",\"pool_bytes\":%llu",
+		(unsigned long long)kv_pool_file_size(kv_store_pool(d->st)));
 	fprintf(fp, ",\"slot_size\":%llu,\"slots\":%u}",
 		(unsigned long long)d->o.slot_size, d->o.slots);
 	if (fclose(fp) != 0) {
@@ -283,20 +290,18 @@ static int start_ctl(struct daemon *d)
 
 static int start_fs(struct daemon *d)
 {
-	char node[HOST_NAME_MAX + 1] = "localhost";
 	struct kvfs_fs_config fc = {
 		.store = d->st,
 		.block_tokens = d->o.block_tokens,
 		.mountpoint = d->o.cmd.mountpoint,
 		.socket = d->o.ctl_path,
-		.node = node,
+		.node = d->o.node_id,
 		.uid = geteuid(),
 		.gid = getegid(),
 		.cluster = d->cl,
 	};
 	int rc;
 
-	gethostname(node, sizeof(node) - 1);
 	rc = kvfs_fs_new(&fc, &d->fs);
 	if (rc < 0)
 		return rc;
@@ -334,7 +339,7 @@ static int start_cluster(struct daemon *d)
 	struct kvfsd_cluster_config cc = {
 		.store = d->st,
 		.url = d->o.cluster_o,
-		.node_id = d->o.node_id_o,
+		.node_id = d->o.node_id,
 		.listen = d->o.listen_o,
 		.secret_file = d->o.secret_file_o,
 		.conductor = d->o.conductor_o,
@@ -345,6 +350,9 @@ static int start_cluster(struct daemon *d)
 	};
 	int rc;
 
+	/* a single node feeding a conductor: the event stream alone */
+	if (!d->o.cluster_o && d->o.conductor_o)
+		return kvfsd_events_start(&cc, &d->ev);
 	if (!d->o.cluster_o)
 		return 0;
 	rc = kvfsd_cluster_start(&cc, &d->cl);
@@ -477,6 +485,7 @@ static void teardown(struct daemon *d)
 	ctl_server_stop(d->ctl);
 	kvfsd_cluster_set_fs(d->cl, NULL);
 	kvfsd_cluster_stop(d->cl);
+	kvfsd_cluster_stop(d->ev);
 	if (d->se)
 		fuse_session_destroy(d->se);
 	kvfs_fs_free(d->fs);
@@ -501,8 +510,10 @@ static int serve(struct daemon *d)
 		rc = mount_fs(d);
 	if (rc < 0) {
 		rc = d->bad_option ? KVFSD_EXIT_USAGE : KVFSD_EXIT_FAIL;
-		report(d, (unsigned char)rc);
 		teardown(d);
+		/* before the report: the parent's exit means it is done */
+		kvfsd_opts_undo(&d->o);
+		report(d, (unsigned char)rc);
 		return rc;
 	}
 	kvfs_info("mounted %s (control socket %s)", d->o.cmd.mountpoint,
@@ -524,21 +535,33 @@ int main(int argc, char **argv)
 	};
 	int rc;
 
+	cli_init("kvfsd");
 	kvfs_log_init("kvfsd", KVFS_LOG_INFO);
 	rc = kvfsd_opts_parse(&d.args, &d.o);
 	if (rc == 0) {
 		if (d.o.cmd.debug)
 			kvfs_log_set_level(KVFS_LOG_DEBUG);
-		rc = kvfsd_opts_resolve(&d.o);
+		/* all of it checked before anything is made: a start refused
+		 * leaves no state directory, pool or socket behind */
+		rc = kvfsd_opts_check(&d.o, &d.args);
 	}
+	if (rc == 0 && d.o.discard) {
+		rc = kvfsd_discard(&d.o) < 0 ? KVFSD_EXIT_FAIL : KVFSD_EXIT_OK;
+		goto out_free;
+	}
+	if (rc == 0)
+		rc = kvfsd_opts_create(&d.o);
 	if (rc == 0 && !d.o.cmd.foreground)
 		rc = go_background(&d);
 	if (rc == 0)
 		rc = serve(&d);
 	else if (rc == 1)
 		rc = KVFSD_EXIT_OK;
-	else
+	else {
+		kvfsd_opts_undo(&d.o);
 		rc = rc == -EINVAL ? KVFSD_EXIT_USAGE : KVFSD_EXIT_FAIL;
+	}
+out_free:
 	kvfsd_opts_free(&d.o);
 	fuse_opt_free_args(&d.args);
 	return rc;

@@ -33,6 +33,8 @@
 #define KVFSD_BLOCK_TOKENS 512u
 #define KVFSD_CTL_MODE 0600
 #define KVFSD_SHM_DIR "/dev/shm"
+/* a node's id without --node-id: a single node, the conductor's node 0 */
+#define KVFSD_NODE_ID "0"
 
 /* exit statuses (kvfsd(8) EXIT STATUS) */
 #define KVFSD_EXIT_OK 0
@@ -59,6 +61,7 @@ struct kvfsd_opts {
 	char *transport_o;
 	char *conductor_o;
 	char *timeout_ms_o;
+	int discard;		/* --discard: remove pool and state, exit */
 
 	/* -f, -d, -s, clone_fd, max_threads, the mountpoint (realpath'd) */
 	struct fuse_cmdline_opts cmd;
@@ -76,6 +79,13 @@ struct kvfsd_opts {
 	unsigned replicas;
 	uint32_t timeout_ms;
 	int transport;		/* enum kv_transport */
+	const char *node_id;	/* --node-id, else KVFSD_NODE_ID */
+
+	/* what kvfsd_opts_create made, for kvfsd_opts_undo */
+	bool created;		/* kvfsd_opts_create ran */
+	char *made_dir;		/* the topmost directory created, or NULL */
+	bool pool_existed;	/* the pool file was there before us */
+	bool index_existed;	/* and the index */
 };
 
 /*
@@ -85,9 +95,28 @@ struct kvfsd_opts {
  * line on stderr.
  */
 int kvfsd_opts_parse(struct fuse_args *args, struct kvfsd_opts *o);
-/* defaults, numbers, directories (created); 0, -EINVAL for a bad value
- * (a usage error), another negative errno otherwise; prints why */
+/*
+ * Everything a start can know before it touches anything: defaults,
+ * numbers, the cluster options, the FUSE options in args (through a
+ * throw-away session), the mountpoint (a directory that is not a kvfs
+ * mount already), the paths and the pool's size.  Creates nothing.
+ * 0, -EINVAL for a bad value (a usage error), another negative errno
+ * otherwise; prints why.  args may be NULL (no FUSE options to check).
+ */
+int kvfsd_opts_check(struct kvfsd_opts *o, struct fuse_args *args);
+/* the state directory (created, with its missing parents) */
+int kvfsd_opts_create(struct kvfsd_opts *o);
+/* kvfsd_opts_check, then kvfsd_opts_create */
 int kvfsd_opts_resolve(struct kvfsd_opts *o);
+/* after a failed start: remove the pool and the directories this start
+ * created, so that it leaves nothing behind */
+void kvfsd_opts_undo(struct kvfsd_opts *o);
+/*
+ * --discard: remove the pool and the state directory's index and socket
+ * (the directory too, when that empties it).  -EBUSY, and nothing
+ * removed, while a daemon holds the pool or the index.
+ */
+int kvfsd_discard(struct kvfsd_opts *o);
 void kvfsd_opts_free(struct kvfsd_opts *o);
 void kvfsd_usage(FILE *fp);
 

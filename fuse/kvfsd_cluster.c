@@ -341,6 +341,9 @@ static void *repl_main(void *arg)
 			c->jobs_tail = &j->next;
 			c->njobs++;
 			j = NULL;
+		} else if (have >= 0 && (unsigned)have < c->replicas &&
+			   !c->stopping) {
+			atomic_fetch_add(&c->gave_up, 1);
 		}
 		pthread_cond_broadcast(&c->idle);
 		pthread_mutex_unlock(&c->lock);
@@ -623,6 +626,81 @@ int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out)
 	return 0;
 }
 
+void kvfsd_cluster_repl_stats(struct kvfsd_cluster *c,
+			      struct kvfsd_repl_stats *out)
+{
+	struct kv_node_info *nodes = NULL;
+	long n;
+
+	memset(out, 0, sizeof(*out));
+	out->replicas = 1;
+	out->live_nodes = 1;
+	if (!c)
+		return;
+	n = kv_cluster_nodes(c->cl, &nodes);
+	free(nodes);
+	out->replicas = c->replicas;
+	out->live_nodes = n > 0 ? (unsigned)n : 0;
+	pthread_mutex_lock(&c->lock);
+	out->queued = c->njobs;
+	out->busy = c->busy;
+	pthread_mutex_unlock(&c->lock);
+	out->pushed = atomic_load(&c->pushed);
+	out->gave_up = atomic_load(&c->gave_up);
+}
+
+static void view_node(struct kvfs_buf *out, const struct kv_node_info *n,
+		      bool self, const char *self_fields)
+{
+	kvfs_buf_puts(out, "{\"id\":");
+	kvfs_buf_json_str(out, n->id, strlen(n->id));
+	kvfs_buf_printf(out, ",\"self\":%s,\"state\":\"up\",\"addr\":",
+			self ? "true" : "false");
+	kvfs_buf_json_str(out, n->addr, strlen(n->addr));
+	kvfs_buf_puts(out, ",\"transports\":");
+	kvfs_buf_json_str(out, n->transports, strlen(n->transports));
+	/* this node's own pool figures come with self_fields */
+	if (self)
+		kvfs_buf_puts(out, self_fields);
+	else
+		kvfs_buf_printf(out, ",\"slot_size\":%llu,\"slots\":%u",
+				(unsigned long long)n->slot_size, n->nslots);
+	kvfs_buf_puts(out, "}");
+}
+
+int kvfsd_cluster_view_json(struct kvfsd_cluster *c, struct kvfs_buf *out,
+			    const char *self_fields)
+{
+	struct kv_node_info *nodes = NULL, me = { 0 };
+	long n = kv_cluster_nodes(c->cl, &nodes);
+	bool listed = false;
+
+	if (n < 0)
+		return (int)n;
+	for (long i = 0; i < n; i++)
+		if (!strcmp(nodes[i].id, c->node_id)) {
+			me = nodes[i];
+			listed = true;
+		}
+	/* not in the view yet (joining): itself all the same */
+	if (!listed)
+		snprintf(me.id, sizeof(me.id), "%s", c->node_id);
+	kvfs_buf_puts(out, "\"nodes\":[");
+	view_node(out, &me, true, self_fields);
+	for (long i = 0; i < n; i++) {
+		if (!strcmp(nodes[i].id, c->node_id))
+			continue;
+		kvfs_buf_puts(out, ",");
+		view_node(out, &nodes[i], false, NULL);
+	}
+	kvfs_buf_printf(out, "],\"replicas\":%u,\"transport\":\"%s\","
+			"\"epoch\":%llu",
+			c->replicas, kv_xfer_transport(c->xf),
+			(unsigned long long)kv_cluster_epoch(c->cl));
+	free(nodes);
+	return out->err;
+}
+
 long kvfsd_cluster_prefetch(struct kvfsd_cluster *c, const char *node,
 			    const char *ns,
 			    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
@@ -696,17 +774,13 @@ static int join(struct kvfsd_cluster *c, const struct kvfsd_cluster_config *cfg)
 	return kv_cluster_join(&cc, &c->cl);
 }
 
-int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
-			struct kvfsd_cluster **out)
+/* what kvfsd_cluster_stop undoes, however far a start got */
+static struct kvfsd_cluster *cl_new(const struct kvfsd_cluster_config *cfg)
 {
 	struct kvfsd_cluster *c = calloc(1, sizeof(*c));
-	struct kv_xfer_config xc = { 0 };
-	uint8_t *secret = NULL;
-	size_t secret_len = 0;
-	int rc;
 
 	if (!c)
-		return -ENOMEM;
+		return NULL;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->work, NULL);
 	pthread_cond_init(&c->idle, NULL);
@@ -717,7 +791,39 @@ int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
 	c->replicas = cfg->replicas ? cfg->replicas : KVFSD_REPLICAS;
 	c->repair_rate = cfg->repair_rate;
 	snprintf(c->node_id, sizeof(c->node_id), "%s", cfg->node_id);
+	return c;
+}
 
+int kvfsd_events_start(const struct kvfsd_cluster_config *cfg,
+		       struct kvfsd_cluster **out)
+{
+	struct kvfsd_cluster *c = cl_new(cfg);
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	rc = cl_ev_start(c, cfg->conductor);
+	if (rc < 0) {
+		kvfsd_cluster_stop(c);
+		return rc;
+	}
+	kvfs_info("block events to the conductor at %s as node %s",
+		  cfg->conductor, cfg->node_id);
+	*out = c;
+	return 0;
+}
+
+int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
+			struct kvfsd_cluster **out)
+{
+	struct kvfsd_cluster *c = cl_new(cfg);
+	struct kv_xfer_config xc = { 0 };
+	uint8_t *secret = NULL;
+	size_t secret_len = 0;
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
 	rc = read_secret(cfg->secret_file, &secret, &secret_len);
 	if (rc < 0)
 		goto fail;

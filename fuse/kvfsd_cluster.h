@@ -59,6 +59,14 @@ struct kvfsd_cluster_config {
 /* one line on stderr says why it failed */
 int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
 			struct kvfsd_cluster **out);
+/*
+ * A single node's conductor stream (cfg->conductor, cfg->node_id and
+ * cfg->store only): no etcd, no transfer engine, no replication.  The
+ * result is only for kvfsd_cluster_stop, never for the mount or the
+ * control socket, which take it for a cluster.
+ */
+int kvfsd_events_start(const struct kvfsd_cluster_config *cfg,
+		       struct kvfsd_cluster **out);
 /* leave the cluster, stop every thread; NULL: no-op */
 void kvfsd_cluster_stop(struct kvfsd_cluster *c);
 /* the mount, told of blocks that arrive from peers (its dentry cache);
@@ -80,6 +88,26 @@ int kvfsd_cluster_sync(struct kvfsd_cluster *c, const char *ns,
 int kvfsd_cluster_ns_import(struct kvfsd_cluster *c, const char *ns);
 /* control socket: "nodes" and "prefetch" */
 int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out);
+/* the replication figures of .kvfs/stats (kvfs(7)) */
+struct kvfsd_repl_stats {
+	unsigned replicas;	/* R: copies each block should have */
+	unsigned live_nodes;	/* members now, this one included */
+	size_t queued;		/* sealed blocks waiting to be pushed */
+	unsigned busy;		/* being pushed now */
+	uint64_t pushed;	/* copies pushed to home members */
+	uint64_t gave_up;	/* blocks left short of R after every try */
+};
+/* NULL (a single node): R 1, one live node, nothing else */
+void kvfsd_cluster_repl_stats(struct kvfsd_cluster *c,
+			      struct kvfsd_repl_stats *out);
+
+/*
+ * .kvfs/nodes: append "nodes":[...] (every live node by id, this one
+ * first, with "self":true and self_fields, a JSON fragment starting
+ * with ',') and the cluster's replicas, transport, epoch and queue
+ */
+int kvfsd_cluster_view_json(struct kvfsd_cluster *c, struct kvfs_buf *out,
+			    const char *self_fields);
 /* warm node (NULL: this one) with n blocks; res[i] per block; returns how
  * many are there now.  Once *stop (may be NULL) is set, the blocks left
  * are not tried: -ECANCELED each */

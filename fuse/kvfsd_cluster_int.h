@@ -43,6 +43,7 @@ struct kvfsd_cluster {
 	size_t ns_published;	/* namespaces at the last publish */
 	uint64_t ns_publish_due; /* monotonic ns of the next one anyway */
 	atomic_uint_fast64_t pushed;
+	atomic_uint_fast64_t gave_up;	/* jobs that ran out of tries */
 
 	struct cl_ev *ev;	/* kvfsd_cluster_ev.c: the conductor stream */
 };

@@ -6,15 +6,19 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "src/common/cli.h"
 #include "src/common/hash.h"
 #include "fuse/kvfsd.h"
 #include "kvstore/cluster.h"
@@ -50,12 +54,14 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("--conductor=%s", conductor_o),
 	KOPT("--timeout-ms %s", timeout_ms_o),
 	KOPT("--timeout-ms=%s", timeout_ms_o),
+	KOPT("--discard", discard),
 	FUSE_OPT_END
 };
 
 void kvfsd_usage(FILE *fp)
 {
 	fputs("usage: kvfsd [options] MOUNTPOINT\n"
+	      "       kvfsd --discard [-o state=DIR,pool=PATH] MOUNTPOINT\n"
 	      "\n"
 	      "Mount the kvfs KV-cache namespace on MOUNTPOINT; see kvfsd(8).\n"
 	      "\n"
@@ -64,6 +70,9 @@ void kvfsd_usage(FILE *fp)
 	      "  -s                 single-threaded\n"
 	      "  -h, --help         this help, then the FUSE options\n"
 	      "  -V, --version      versions of kvfsd and libfuse\n"
+	      "  --discard          remove the pool and the state (index,\n"
+	      "                     socket) MOUNTPOINT's options name, and\n"
+	      "                     exit; refused while a kvfsd uses them\n"
 	      "\n"
 	      "kvfs options (-o name=value,...):\n"
 	      "  state=DIR          state directory: RocksDB index, control\n"
@@ -92,6 +101,7 @@ void kvfsd_usage(FILE *fp)
 	      "                     kept in the etcd at HOST:PORT (several:\n"
 	      "                     the next is tried when one is down)\n"
 	      "  --node-id ID       this node's id: 1..63 of [A-Za-z0-9._-]\n"
+	      "                     (default without --cluster: 0)\n"
 	      "  --listen HOST:PORT where peers reach this node (port 0:\n"
 	      "                     any free one)\n"
 	      "  --secret-file PATH the cluster secret peers authenticate\n"
@@ -102,8 +112,9 @@ void kvfsd_usage(FILE *fp)
 	      "                     a device is present, else tcp)\n"
 	      "  --timeout-ms N     bound on each remote operation (5000)\n"
 	      "  --conductor HOST:PORT\n"
-	      "                     send block events to kvconductor there\n"
-	      "                     (needs a numeric --node-id)\n"
+	      "                     send block events to kvconductor there,\n"
+	      "                     as node --node-id (a number < 65536);\n"
+	      "                     also without --cluster\n"
 	      "\n"
 	      "Other -o options go to FUSE (allow_other, default_permissions,\n"
 	      "max_threads=N, clone_fd, ...); mount-only options (defaults,\n"
@@ -133,13 +144,13 @@ int kvfsd_opts_parse(struct fuse_args *args, struct kvfsd_opts *o)
 		return 1;
 	}
 	if (o->cmd.show_version) {
-		printf("kvfsd %s\n", PACKAGE_VERSION);
+		cli_version(stdout);
 		fflush(stdout);
 		fuse_lowlevel_version();
 		return 1;
 	}
 	if (!o->cmd.mountpoint) {
-		fputs("kvfsd: no mountpoint (see kvfsd --help)\n", stderr);
+		cli_usage_error(NULL, "no mountpoint");
 		return -EINVAL;
 	}
 	return 0;
@@ -168,49 +179,24 @@ void kvfsd_opts_free(struct kvfsd_opts *o)
 	free(o->index_dir);
 	free(o->pool_path);
 	free(o->ctl_path);
+	free(o->made_dir);
 	memset(o, 0, sizeof(*o));
 }
 
 /* ---- values -------------------------------------------------------- */
 
-static int bad_value(const char *opt, const char *v, const char *why)
+/* one usage error; returns -EINVAL */
+static __attribute__((format(printf, 1, 2))) int
+usage_error(const char *fmt, ...)
 {
-	fprintf(stderr, "kvfsd: bad value '%s' for -o %s: %s\n", v, opt, why);
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cli_usage_error(NULL, "%s", msg);
 	return -EINVAL;
-}
-
-/* decimal, with an optional K, M or G suffix (powers of 1024) */
-static int parse_num(const char *opt, const char *v, uint64_t min,
-		     uint64_t max, bool suffix, uint64_t *out)
-{
-	unsigned long long n;
-	unsigned shift = 0;
-	char *end;
-
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (end == v || *v == '-' || errno)
-		return bad_value(opt, v, "not a number");
-	if (suffix && *end) {
-		const char *units = "KMG";
-		const char *u = strchr(units, *end & ~0x20);
-
-		if (!u || !*u)
-			return bad_value(opt, v, "unknown suffix");
-		shift = 10 * (unsigned)(u - units + 1);
-		end++;
-	}
-	if (*end)
-		return bad_value(opt, v, "trailing characters");
-	if (n > (max >> shift) || (n << shift) < min) {
-		fprintf(stderr,
-			"kvfsd: bad value '%s' for -o %s: outside %llu..%llu\n",
-			v, opt, (unsigned long long)min,
-			(unsigned long long)max);
-		return -EINVAL;
-	}
-	*out = (uint64_t)n << shift;
-	return 0;
 }
 
 static int parse_mode(const char *v, mode_t *out)
@@ -220,8 +206,11 @@ static int parse_mode(const char *v, mode_t *out)
 
 	errno = 0;
 	m = strtoul(v, &end, 8);
-	if (end == v || *end || errno || m > 0777)
-		return bad_value("ctl_mode", v, "not an octal mode 0..0777");
+	if (end == v || *v < '0' || *v > '7' || *end || errno || m > 0777) {
+		cli_usage_error(NULL, "-o ctl_mode: '%s' is not an octal mode "
+				      "0..0777", v);
+		return -EINVAL;
+	}
 	*out = (mode_t)m;
 	return 0;
 }
@@ -234,31 +223,35 @@ static int parse_numbers(struct kvfsd_opts *o)
 	o->ctl_mode = KVFSD_CTL_MODE;
 	o->block_tokens = KVFSD_BLOCK_TOKENS;
 	if (o->slot_size_o) {
-		rc = parse_num("slot_size", o->slot_size_o, KV_POOL_SLOT_ALIGN,
-			       1ull << 40, true, &o->slot_size);
+		rc = cli_parse_size(NULL, "-o slot_size", o->slot_size_o,
+				    KV_POOL_SLOT_ALIGN, 1ull << 40,
+				    &o->slot_size);
 		if (rc < 0)
 			return rc;
-		if (o->slot_size % KV_POOL_SLOT_ALIGN)
-			return bad_value("slot_size", o->slot_size_o,
-					 "not a multiple of 4096");
+		if (o->slot_size % KV_POOL_SLOT_ALIGN) {
+			cli_usage_error(NULL, "-o slot_size: '%s' is not a "
+					      "multiple of 4096",
+					o->slot_size_o);
+			return -EINVAL;
+		}
 	}
 	if (o->slots_o) {
-		rc = parse_num("slots", o->slots_o, 1, UINT32_MAX - 1, true,
-			       &v);
+		rc = cli_parse_size(NULL, "-o slots", o->slots_o, 1,
+				    UINT32_MAX - 1, &v);
 		if (rc < 0)
 			return rc;
 		o->slots = (uint32_t)v;
 	}
 	if (o->block_tokens_o) {
-		rc = parse_num("block_tokens", o->block_tokens_o, 1,
-			       KVFS_BLOCK_TOKENS_MAX, false, &v);
+		rc = cli_parse_u64(NULL, "-o block_tokens", o->block_tokens_o,
+				   1, KVFS_BLOCK_TOKENS_MAX, &v);
 		if (rc < 0)
 			return rc;
 		o->block_tokens = (uint32_t)v;
 	}
 	if (o->lease_ms_o) {
-		rc = parse_num("lease_ms", o->lease_ms_o, 1, UINT32_MAX, false,
-			       &v);
+		rc = cli_parse_u64(NULL, "-o lease_ms", o->lease_ms_o, 1,
+				   UINT32_MAX, &v);
 		if (rc < 0)
 			return rc;
 		o->lease_ms = (uint32_t)v;
@@ -332,8 +325,9 @@ static char *state_base(void)
 }
 
 /* mkdir -p: missing parents 0755 as root (they hold only per-mount
- * directories), 0700 otherwise (XDG); the leaf with leaf_mode */
-static int mkdir_p(const char *path, mode_t leaf_mode)
+ * directories), 0700 otherwise (XDG); the leaf with leaf_mode.  *made:
+ * the first directory created (malloc'd), which removes all it made */
+static int mkdir_p(const char *path, mode_t leaf_mode, char **made)
 {
 	char *p = strdup(path);
 	mode_t mid = geteuid() == 0 ? 0755 : 0700;
@@ -341,57 +335,126 @@ static int mkdir_p(const char *path, mode_t leaf_mode)
 
 	if (!p)
 		return -ENOMEM;
-	for (char *c = p + 1; *c && rc == 0; c++) {
-		if (*c != '/')
+	for (char *c = p + 1; rc == 0; c++) {
+		bool leaf = *c == '\0';
+
+		if (!leaf && *c != '/')
 			continue;
 		*c = '\0';
-		if (mkdir(p, mid) < 0 && errno != EEXIST)
+		if (mkdir(p, leaf ? leaf_mode : mid) == 0) {
+			if (!*made)
+				*made = strdup(p);
+		} else if (errno != EEXIST) {
 			rc = -errno;
+		}
+		if (leaf)
+			break;
 		*c = '/';
 	}
-	if (rc == 0 && mkdir(p, leaf_mode) < 0 && errno != EEXIST)
-		rc = -errno;
 	free(p);
 	return rc;
 }
 
 /*
- * The state directory holds the control socket, so clients must be able
- * to search it: a new one gets search permission for each class ctl_mode
- * lets connect (0600 -> 0700, 0660 -> 0710, 0666 -> 0711).
+ * What realpath(3) will say of path once mkdir_p has made it, without
+ * making it: the longest prefix that exists, resolved, and the rest
+ * with "." and ".." taken lexically (none of it exists, so none of it is
+ * a link).  The prefix must be a directory that we may write when
+ * something is left to make.
  */
-static int make_state_dir(struct kvfsd_opts *o)
+static int plan_path(const char *path, char **out)
 {
-	mode_t mode = 0700 | ((o->ctl_mode & 0060) ? 0010 : 0) |
-		      ((o->ctl_mode & 0006) ? 0001 : 0);
-	char *base, *leaf, real[PATH_MAX];
+	char real[PATH_MAX], cwd[PATH_MAX], *abs, *cut, *rest, *save, *c;
+	size_t len;
+	struct stat st;
+	int rc = 0;
+
+	if (path[0] == '/') {
+		abs = strdup(path);
+	} else {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return -errno;
+		abs = join(cwd, path);
+	}
+	if (!abs)
+		return -ENOMEM;
+	for (cut = abs + strlen(abs);; ) {
+		char keep = *cut;
+
+		*cut = '\0';
+		if (realpath(*abs ? abs : "/", real)) {
+			*cut = keep;
+			break;
+		}
+		*cut = keep;
+		if (errno != ENOENT) {
+			rc = -errno;
+			goto out_free;
+		}
+		while (cut > abs && *--cut != '/')
+			;
+	}
+	rest = cut;
+	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		rc = -ENOTDIR;
+		goto out_free;
+	}
+	if (*rest && access(real, W_OK | X_OK) < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	len = strlen(real);
+	for (c = strtok_r(rest, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			while (len > 1 && real[--len] != '/')
+				;
+			real[len ? len : 1] = '\0';
+			len = strlen(real);
+			continue;
+		}
+		if (len + 1 + strlen(c) >= sizeof(real)) {
+			rc = -ENAMETOOLONG;
+			goto out_free;
+		}
+		if (real[len - 1] != '/')
+			real[len++] = '/';
+		strcpy(real + len, c);
+		len += strlen(c);
+	}
+	*out = strdup(real);
+	if (!*out)
+		rc = -ENOMEM;
+out_free:
+	free(abs);
+	return rc;
+}
+
+/* the state directory's path, resolved; nothing is created yet */
+static int plan_state_dir(struct kvfsd_opts *o)
+{
+	char *want, *base, *leaf;
 	int rc;
 
 	if (o->state_o) {
-		o->state_dir = strdup(o->state_o);
+		want = strdup(o->state_o);
 	} else {
 		base = state_base();
 		leaf = escape_path(o->cmd.mountpoint);
-		o->state_dir = base && leaf ? join(base, leaf) : NULL;
+		want = base && leaf ? join(base, leaf) : NULL;
 		free(base);
 		free(leaf);
 	}
-	if (!o->state_dir) {
-		fputs("kvfsd: no state directory (set HOME or -o state)\n",
-		      stderr);
+	if (!want) {
+		cli_fail(NULL, 0, "no state directory (set HOME or -o state)");
 		return -ENOMEM;
 	}
-	rc = mkdir_p(o->state_dir, mode);
-	if (rc == 0 && !realpath(o->state_dir, real))
-		rc = -errno;
-	if (rc < 0) {
-		fprintf(stderr, "kvfsd: state directory %s: %s\n",
-			o->state_dir, strerror(-rc));
-		return rc;
-	}
-	free(o->state_dir);
-	o->state_dir = strdup(real);
-	return o->state_dir ? 0 : -ENOMEM;
+	rc = plan_path(want, &o->state_dir);
+	if (rc < 0)
+		cli_fail(NULL, rc, "state directory %s", want);
+	free(want);
+	return rc;
 }
 
 /* FNV-1a 64: names the pool after the state; no secret, just distinct */
@@ -424,11 +487,8 @@ static int make_paths(struct kvfsd_opts *o)
 	}
 	if (!o->index_dir || !o->ctl_path || !o->pool_path)
 		return -ENOMEM;
-	if (o->pool_path[0] != '/' || o->ctl_path[0] != '/') {
-		fputs("kvfsd: -o pool and -o ctl must be absolute paths\n",
-		      stderr);
-		return -EINVAL;
-	}
+	if (o->pool_path[0] != '/' || o->ctl_path[0] != '/')
+		return usage_error("-o pool and -o ctl must be absolute paths");
 	return 0;
 }
 
@@ -458,26 +518,31 @@ static bool pool_geometry(const char *path, uint64_t *slot_size,
 }
 
 /* bytes free for the pool: its file system's, plus what it already has */
-static uint64_t pool_room(const char *path)
+static int pool_room(const char *path, uint64_t *room)
 {
 	char *dir = strdup(path), *slash;
 	struct statvfs v;
 	struct stat st;
-	uint64_t room = 0;
+	int rc = 0;
 
 	if (!dir)
-		return 0;
+		return -ENOMEM;
 	slash = strrchr(dir, '/');
 	if (slash == dir)
 		slash[1] = '\0';
 	else if (slash)
 		*slash = '\0';
+	*room = 0;
 	if (statvfs(dir, &v) == 0)
-		room = (uint64_t)v.f_bavail * v.f_frsize;
-	if (stat(path, &st) == 0)
-		room += (uint64_t)st.st_blocks * 512;
+		*room = (uint64_t)v.f_bavail * v.f_frsize;
+	else
+		rc = -errno;
+	if (rc == 0 && stat(path, &st) == 0)
+		*room += (uint64_t)st.st_blocks * 512;
+	if (rc < 0)
+		cli_fail(NULL, rc, "pool directory %s", dir);
 	free(dir);
-	return room;
+	return rc;
 }
 
 /*
@@ -491,6 +556,7 @@ static int pool_size(struct kvfsd_opts *o)
 {
 	uint64_t ss = 0, room;
 	uint32_t n = 0;
+	int rc;
 
 	if (!o->reformat && pool_geometry(o->pool_path, &ss, &n)) {
 		if (!o->slot_size)
@@ -500,7 +566,9 @@ static int pool_size(struct kvfsd_opts *o)
 	}
 	if (!o->slot_size)
 		o->slot_size = KVFSD_SLOT_SIZE;
-	room = pool_room(o->pool_path);
+	rc = pool_room(o->pool_path, &room);
+	if (rc < 0)
+		return rc;
 	if (!o->slots) {
 		uint64_t fit = room / 2 / o->slot_size;
 
@@ -508,35 +576,48 @@ static int pool_size(struct kvfsd_opts *o)
 				   ? (uint32_t)fit
 				   : KVFSD_SLOTS_MAX_DEFAULT;
 		if (o->slots == 0) {
-			fprintf(stderr,
-				"kvfsd: too little free space for %s (%llu "
-				"bytes); give -o slots=N or -o pool=PATH\n",
-				o->pool_path, (unsigned long long)room);
+			cli_fail(NULL, 0, "too little free space for %s (%llu "
+				 "bytes); give -o slots=N or -o pool=PATH",
+				 o->pool_path, (unsigned long long)room);
 			return -ENOSPC;
 		}
 	}
-	if ((uint64_t)o->slots * o->slot_size > room)
-		fprintf(stderr,
-			"kvfsd: warning: a pool of %u x %llu bytes exceeds the "
-			"%llu bytes free for %s; filling it would crash the "
-			"daemon\n",
-			o->slots, (unsigned long long)o->slot_size,
-			(unsigned long long)room, o->pool_path);
+	/* a pool its file system cannot hold would crash the daemon once
+	 * filled (SIGBUS): refused before anything is made */
+	if ((uint64_t)o->slots * o->slot_size > room) {
+		cli_fail(NULL, 0, "a pool of %u slots of %llu bytes exceeds "
+			 "the %llu bytes free for %s; give fewer -o slots",
+			 o->slots, (unsigned long long)o->slot_size,
+			 (unsigned long long)room, o->pool_path);
+		return -ENOSPC;
+	}
 	return 0;
 }
 
-static int usage_error(const char *msg, const char *arg)
+/* the conductor's node number is the node id: a number below 65536 */
+static bool node_number(const char *id)
 {
-	fprintf(stderr, "kvfsd: %s%s\n", msg, arg ? arg : "");
-	return -EINVAL;
+	uint64_t n = 0;
+
+	for (const char *c = id; *c; c++) {
+		if (*c < '0' || *c > '9')
+			return false;
+		n = n * 10 + (uint64_t)(*c - '0');
+		if (n > 65535)
+			return false;
+	}
+	return *id != '\0';
 }
 
-/* the cluster options: all or nothing, checked before anything starts */
+/*
+ * The cluster options: all or nothing, checked before anything starts.
+ * --node-id and --conductor stand alone too: a single node may feed a
+ * conductor without etcd.
+ */
 static int parse_cluster(struct kvfsd_opts *o)
 {
-	const char *only[] = { o->node_id_o, o->listen_o, o->secret_file_o,
-			       o->replicas_o, o->transport_o, o->conductor_o,
-			       o->timeout_ms_o };
+	const char *only[] = { o->listen_o, o->secret_file_o, o->replicas_o,
+			       o->transport_o, o->timeout_ms_o };
 	char ep[KV_CLUSTER_EPS_MAX], name[256];
 	enum kv_transport t = KV_TRANSPORT_AUTO;
 	uint64_t v;
@@ -544,43 +625,52 @@ static int parse_cluster(struct kvfsd_opts *o)
 
 	o->replicas = KVFSD_REPLICAS;
 	o->timeout_ms = KV_XFER_TIMEOUT_MS;
+	o->node_id = o->node_id_o ? o->node_id_o : KVFSD_NODE_ID;
+	if (o->node_id_o && kv_node_id_valid(o->node_id_o) < 0)
+		return usage_error("bad --node-id '%s' (1..63 of "
+				   "[A-Za-z0-9._-])", o->node_id_o);
+	if (o->conductor_o && (!strrchr(o->conductor_o, ':') ||
+			       o->conductor_o[0] == ':'))
+		return usage_error("bad --conductor '%s' (want HOST:PORT)",
+				   o->conductor_o);
+	if (o->conductor_o && !node_number(o->node_id))
+		return usage_error("--conductor needs a --node-id below "
+				   "65536, not '%s'", o->node_id);
 	if (!o->cluster_o) {
 		for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
 			if (only[i])
 				return usage_error("cluster options need "
-						   "--cluster", NULL);
+						   "--cluster");
 		return 0;
 	}
 	if (kv_cluster_url_parse(o->cluster_o, ep, sizeof(ep), name,
 				 sizeof(name)) < 0)
-		return usage_error("bad --cluster (want "
-				   "etcd://HOST:PORT[,HOST:PORT...]/NAME): ",
+		return usage_error("bad --cluster '%s' (want "
+				   "etcd://HOST:PORT[,HOST:PORT...]/NAME)",
 				   o->cluster_o);
 	if (!o->node_id_o)
-		return usage_error("--cluster needs --node-id", NULL);
-	if (kv_node_id_valid(o->node_id_o) < 0)
-		return usage_error("bad --node-id (1..63 of [A-Za-z0-9._-]): ",
-				   o->node_id_o);
+		return usage_error("--cluster needs --node-id");
 	if (!o->listen_o)
-		return usage_error("--cluster needs --listen HOST:PORT", NULL);
+		return usage_error("--cluster needs --listen HOST:PORT");
 	if (!strrchr(o->listen_o, ':') || o->listen_o[0] == ':')
-		return usage_error("bad --listen (want HOST:PORT): ",
+		return usage_error("bad --listen '%s' (want HOST:PORT)",
 				   o->listen_o);
 	if (!o->secret_file_o)
-		return usage_error("--cluster needs --secret-file", NULL);
+		return usage_error("--cluster needs --secret-file");
 	if (o->transport_o && kv_transport_parse(o->transport_o, &t) < 0)
-		return usage_error("bad --transport (auto, tcp or rdma): ",
+		return usage_error("bad --transport '%s' (auto, tcp or rdma)",
 				   o->transport_o);
 	o->transport = t;
 	if (o->replicas_o) {
-		rc = parse_num("--replicas", o->replicas_o, 1, 16, false, &v);
+		rc = cli_parse_u64(NULL, "--replicas", o->replicas_o, 1, 16,
+				   &v);
 		if (rc < 0)
 			return rc;
 		o->replicas = (unsigned)v;
 	}
 	if (o->timeout_ms_o) {
-		rc = parse_num("--timeout-ms", o->timeout_ms_o, 10, 600000,
-			       false, &v);
+		rc = cli_parse_u64(NULL, "--timeout-ms", o->timeout_ms_o, 10,
+				   600000, &v);
 		if (rc < 0)
 			return rc;
 		o->timeout_ms = (uint32_t)v;
@@ -588,18 +678,289 @@ static int parse_cluster(struct kvfsd_opts *o)
 	return 0;
 }
 
-int kvfsd_opts_resolve(struct kvfsd_opts *o)
+/* ---- FUSE options and the mountpoint ------------------------------- */
+
+/* libfuse's line about a bad option, which it logs in pieces */
+static char fuse_msg[512];
+
+static void fuse_msg_flush(void)
+{
+	size_t n = strlen(fuse_msg);
+	const char *m = fuse_msg;
+
+	while (n && fuse_msg[n - 1] == '\n')
+		fuse_msg[--n] = '\0';
+	if (!strncmp(m, "fuse: ", 6))
+		m += 6;
+	if (*m)
+		cli_usage_error(NULL, "%s", m);
+	fuse_msg[0] = '\0';
+}
+
+/* the check runs before any thread exists: a static buffer will do */
+static void fuse_opt_log(enum fuse_log_level level, const char *fmt,
+			 va_list ap)
+{
+	size_t n = strlen(fuse_msg);
+
+	if (level > FUSE_LOG_ERR)
+		return;
+	vsnprintf(fuse_msg + n, sizeof(fuse_msg) - n, fmt, ap);
+	n = strlen(fuse_msg);
+	if (n && fuse_msg[n - 1] == '\n')
+		fuse_msg_flush();
+}
+
+/*
+ * The options left for FUSE are only parsed by fuse_session_new, after
+ * the store exists; a session made and dropped here (it mounts nothing)
+ * refuses a bad one before anything is created.
+ */
+static int check_fuse_args(const struct fuse_args *args)
+{
+	static const struct fuse_lowlevel_ops no_ops;
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se;
+	int rc = 0;
+
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i]) < 0) {
+			fuse_opt_free_args(&copy);
+			return -ENOMEM;
+		}
+	fuse_set_log_func(fuse_opt_log);
+	se = fuse_session_new(&copy, &no_ops, sizeof(no_ops), NULL);
+	fuse_set_log_func(NULL);
+	fuse_msg_flush();
+	if (se)
+		fuse_session_destroy(se);
+	else
+		rc = -EINVAL;
+	fuse_opt_free_args(&copy);
+	return rc;
+}
+
+/* a /proc/mounts field: \040 and friends back to bytes */
+static void unescape_octal(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = '\0';
+}
+
+/* is a kvfs mounted on dir (absolute, resolved)? */
+static bool kvfs_mounted_on(const char *dir)
+{
+	FILE *fp = fopen("/proc/self/mounts", "re");
+	char line[PATH_MAX * 2], *save, *mnt, *type;
+	bool found = false;
+
+	if (!fp)
+		return false;
+	while (!found && fgets(line, sizeof(line), fp)) {
+		if (!strtok_r(line, " ", &save))
+			continue;
+		mnt = strtok_r(NULL, " ", &save);
+		type = strtok_r(NULL, " ", &save);
+		if (!mnt || !type || strcmp(type, "fuse.kvfs") != 0)
+			continue;
+		unescape_octal(mnt);
+		found = strcmp(mnt, dir) == 0;
+	}
+	fclose(fp);
+	return found;
+}
+
+/*
+ * A regular file is a valid FUSE mountpoint, but the kernel then asks
+ * for a file's attributes of our root, a directory, and every access
+ * fails; a second kvfs over the first hides it.  Both are refused.
+ */
+static int check_mountpoint(struct kvfsd_opts *o)
+{
+	const char *mnt = o->cmd.mountpoint;
+	struct stat st;
+
+	if (kvfs_mounted_on(mnt)) {
+		if (o->discard)
+			cli_fail(NULL, 0, "%s: a kvfs is mounted there; "
+				 "unmount it first", mnt);
+		else
+			cli_fail(NULL, 0, "%s: a kvfs is mounted there "
+				 "already", mnt);
+		return -EBUSY;
+	}
+	if (o->discard)
+		return 0; /* names the defaults only */
+	if (stat(mnt, &st) < 0) {
+		cli_fail(NULL, errno, "mountpoint %s", mnt);
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_fail(NULL, 0, "mountpoint %s: not a directory", mnt);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+int kvfsd_opts_check(struct kvfsd_opts *o, struct fuse_args *args)
 {
 	int rc = parse_numbers(o);
 
 	if (rc == 0)
 		rc = parse_cluster(o);
-
+	if (rc == 0 && args && !o->discard)
+		rc = check_fuse_args(args);
+	if (rc == 0 && o->cmd.mountpoint)
+		rc = check_mountpoint(o);
 	if (rc == 0)
-		rc = make_state_dir(o);
+		rc = plan_state_dir(o);
 	if (rc == 0)
 		rc = make_paths(o);
-	if (rc == 0)
+	if (rc == 0 && !o->discard)
 		rc = pool_size(o);
 	return rc;
+}
+
+int kvfsd_opts_create(struct kvfsd_opts *o)
+{
+	mode_t mode = 0700 | ((o->ctl_mode & 0060) ? 0010 : 0) |
+		      ((o->ctl_mode & 0006) ? 0001 : 0);
+	struct stat st;
+	int rc;
+
+	o->created = true;
+	o->pool_existed = stat(o->pool_path, &st) == 0;
+	o->index_existed = stat(o->index_dir, &st) == 0;
+	rc = mkdir_p(o->state_dir, mode, &o->made_dir);
+	if (rc < 0)
+		cli_fail(NULL, rc, "state directory %s", o->state_dir);
+	return rc;
+}
+
+int kvfsd_opts_resolve(struct kvfsd_opts *o)
+{
+	int rc = kvfsd_opts_check(o, NULL);
+
+	return rc < 0 ? rc : kvfsd_opts_create(o);
+}
+
+/* ---- undoing a start, discarding a node ---------------------------- */
+
+static void warn_remove(const char *path)
+{
+	cli_fail(NULL, errno, "warning: cannot remove %s", path);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 &&
+	    errno != ENOENT)
+		warn_remove(path);
+	return 0;
+}
+
+/* rm -r, without following symbolic links; a missing tree is fine */
+static void rm_tree(const char *path)
+{
+	if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0 &&
+	    errno != ENOENT)
+		warn_remove(path);
+}
+
+void kvfsd_opts_undo(struct kvfsd_opts *o)
+{
+	if (!o->created)
+		return;
+	if (o->pool_path && !o->pool_existed)
+		unlink(o->pool_path);
+	if (o->made_dir) {
+		rm_tree(o->made_dir);
+	} else if (o->index_dir && !o->index_existed) {
+		rm_tree(o->index_dir);
+	}
+}
+
+/* held by a running daemon? RocksDB keeps a POSIX lock on index/LOCK */
+static bool index_locked(const char *index_dir)
+{
+	char *lk = join(index_dir, "LOCK");
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	bool locked = false;
+	int fd;
+
+	if (!lk)
+		return false;
+	fd = open(lk, O_RDWR | O_CLOEXEC);
+	free(lk);
+	if (fd < 0)
+		return false;
+	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+		locked = true;
+	close(fd);
+	return locked;
+}
+
+int kvfsd_discard(struct kvfsd_opts *o)
+{
+	struct stat st;
+	int fd = -1, n = 0;
+
+	/* the pool's owner holds its flock (pool.h): hold it ourselves
+	 * while removing, so no daemon attaches it meanwhile */
+	fd = open(o->pool_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno != ENOENT) {
+		cli_fail(NULL, errno, "pool %s", o->pool_path);
+		return -errno;
+	}
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		cli_fail(NULL, 0, "pool %s is in use by a running kvfsd; "
+			 "stop it first", o->pool_path);
+		close(fd);
+		return -EBUSY;
+	}
+	if (index_locked(o->index_dir)) {
+		cli_fail(NULL, 0, "index %s is in use by a running kvfsd; "
+			 "stop it first", o->index_dir);
+		if (fd >= 0)
+			close(fd);
+		return -EBUSY;
+	}
+	if (fd >= 0) {
+		if (unlink(o->pool_path) == 0) {
+			printf("removed %s\n", o->pool_path);
+			n++;
+		}
+		close(fd);
+	}
+	if (lstat(o->index_dir, &st) == 0) {
+		rm_tree(o->index_dir);
+		printf("removed %s\n", o->index_dir);
+		n++;
+	}
+	if (lstat(o->ctl_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    unlink(o->ctl_path) == 0)
+		n++;
+	/* only the directory kvfsd made: anything else in it stays */
+	if (rmdir(o->state_dir) == 0) {
+		printf("removed %s\n", o->state_dir);
+		n++;
+	}
+	if (n == 0)
+		printf("nothing to discard for %s\n", o->cmd.mountpoint);
+	fflush(stdout);
+	return 0;
 }

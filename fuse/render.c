@@ -134,6 +134,12 @@ int render_ns_list_json(struct kv_store *st, struct kvfs_buf *b)
  */
 int render_stats_json(struct kv_store *st, char **out, size_t *len)
 {
+	return render_stats_json_extra(st, NULL, out, len);
+}
+
+int render_stats_json_extra(struct kv_store *st, const char *extra,
+			    char **out, size_t *len)
+{
 	struct kvfs_buf b = KVFS_BUF_INIT;
 	struct kv_store_stats s;
 	int rc;
@@ -163,6 +169,8 @@ int render_stats_json(struct kv_store *st, char **out, size_t *len)
 		kvfs_buf_release(&b);
 		return rc;
 	}
+	if (extra)
+		kvfs_buf_puts(&b, extra);
 	kvfs_buf_puts(&b, "}\n");
 	return kvfs_buf_finish(&b, out, len);
 }

@@ -293,9 +293,25 @@ int kv_pool_fd(const struct kv_pool *p)
 	return p->fd;
 }
 
+uint64_t kv_pool_data_offset(const struct kv_pool *p)
+{
+	(void)p; /* fixed in version 1; the header's data_offset says so */
+	return KV_POOL_HDR_SIZE;
+}
+
+uint64_t kv_pool_data_len(const struct kv_pool *p)
+{
+	return (uint64_t)p->nslots * p->slot_size;
+}
+
+uint64_t kv_pool_file_size(const struct kv_pool *p)
+{
+	return kv_pool_data_offset(p) + kv_pool_data_len(p);
+}
+
 uint64_t kv_pool_slot_offset(const struct kv_pool *p, uint32_t slot)
 {
-	return KV_POOL_HDR_SIZE + (uint64_t)slot * p->slot_size;
+	return kv_pool_data_offset(p) + (uint64_t)slot * p->slot_size;
 }
 
 void *kv_pool_slot(const struct kv_pool *p, uint32_t slot)

@@ -77,7 +77,16 @@ uint64_t kv_pool_slot_size(const struct kv_pool *p);
 uint32_t kv_pool_nslots(const struct kv_pool *p);
 const char *kv_pool_path(const struct kv_pool *p);
 int kv_pool_fd(const struct kv_pool *p);
-/* byte offset of a slot in the file, for mappers of the pool */
+/*
+ * The layout, for those who map or register the pool themselves (libkvfs
+ * through the control socket, the rdma engine): slots lie contiguous from
+ * kv_pool_data_offset, kv_pool_data_len bytes in all, and the file is
+ * kv_pool_file_size bytes.  Nobody else recomputes them.
+ */
+uint64_t kv_pool_data_offset(const struct kv_pool *p);
+uint64_t kv_pool_data_len(const struct kv_pool *p);
+uint64_t kv_pool_file_size(const struct kv_pool *p);
+/* byte offset of a slot in the file (slot < nslots) */
 uint64_t kv_pool_slot_offset(const struct kv_pool *p, uint32_t slot);
 
 /* address of slot (slot < nslots, else NULL) */

@@ -361,6 +361,11 @@ uint64_t kv_store_slot_size(const struct kv_store *st)
 	return st->slot_size;
 }
 
+const struct kv_pool *kv_store_pool(const struct kv_store *st)
+{
+	return st->pool;
+}
+
 /* ---- namespaces ---------------------------------------------------- */
 
 int kv_store_ns_create(struct kv_store *st, const char *name,

@@ -227,6 +227,9 @@ int kv_store_stats(struct kv_store *st, struct kv_store_stats *out);
 int kv_store_ns_stats(struct kv_store *st, uint32_t ns, struct kv_stats *out);
 
 uint64_t kv_store_slot_size(const struct kv_store *st);
+/* the pool behind the store, for its layout (pool.h); owned by st */
+struct kv_pool;
+const struct kv_pool *kv_store_pool(const struct kv_store *st);
 
 /* ---- events -------------------------------------------------------- */
 

@@ -40,7 +40,7 @@
 #include "src/common/crc32c.h"
 #include "src/common/log.h"
 #include "src/common/probe.h"
-#include "kvstore/store_int.h"	/* the pool behind the store: base and length */
+#include "kvstore/pool.h"	/* the pool behind the store: base and length */
 #include "kvstore/xfer_int.h"
 
 #define CQ_DEPTH 128
@@ -97,7 +97,7 @@ static struct rdma_eng *eng(const struct kv_xfer *x)
 
 static int rdma_init(struct kv_xfer *x, char *why, size_t len)
 {
-	struct kv_pool *pool = x->store->pool;
+	const struct kv_pool *pool = kv_store_pool(x->store);
 	struct ibv_device **list;
 	struct rdma_eng *e;
 	int n = 0, rc = -ENODEV;
@@ -131,7 +131,7 @@ static int rdma_init(struct kv_xfer *x, char *why, size_t len)
 		goto out_close;
 	}
 	e->base = kv_pool_slot(pool, 0);
-	e->len = kv_pool_slot_size(pool) * kv_pool_nslots(pool);
+	e->len = kv_pool_data_len(pool);
 	e->mr = ibv_reg_mr(e->pd, e->base, e->len,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 				   IBV_ACCESS_REMOTE_WRITE);

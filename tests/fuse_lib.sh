@@ -3,7 +3,8 @@
 # always stops the daemon and unmounts, whatever happened.
 #
 # The test sets T (its name) and calls fuse_begin first.  Then:
-#   kvfsd_start [OPTS]   start on $MNT (state $STATE, pool $POOL, plus OPTS)
+#   kvfsd_start [OPTS]   start on $MNT (state $STATE, pool $POOL, plus OPTS;
+#                        $KVFSD_ARGS, split on blanks, before the mountpoint)
 #                        and wait for the mount; SKIP (77) when the first
 #                        start finds mounting impossible here
 #   kvfsd_stop [SIG]     SIGTERM (or SIG); returns the daemon's exit status
@@ -76,7 +77,7 @@ fuse_begin() {
 
 kvfsd_start() {
 	timeout -s TERM "${KVFSD_TIMEOUT:-120}" "$KVFSD" -f \
-		-o "state=$STATE,pool=$POOL${1:+,$1}" "$MNT" \
+		-o "state=$STATE,pool=$POOL${1:+,$1}" ${KVFSD_ARGS:-} "$MNT" \
 		>>"$tmp/kvfsd.log" 2>&1 &
 	PID=$!
 	wait_until 100 kvfsd_settled || true

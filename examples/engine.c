@@ -11,9 +11,13 @@
  * its hash, so a second run can verify what the first one stored.  It prints
  * "blocks N hits H misses M" and exits 0, or 1 on any error or a hit
  * whose bytes are wrong.
+ *
+ * It includes nothing of kvfs's build tree, only <kvfs.h>, so it builds
+ * against the installed library as libkvfs(3) shows:
+ *
+ *   cc engine.c $(pkg-config --cflags --libs libkvfs) -o engine
+ * (tests/example_build.sh does exactly that.)
  */
-#include "config.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

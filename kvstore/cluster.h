@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 #include "src/common/hash.h"
+#include "src/common/node_id.h"
 
-#define KV_NODE_ID_MAX 63
 #define KV_CLUSTER_TTL_S 5u
 
 struct kv_node_info {
@@ -52,8 +52,6 @@ struct kv_cluster_config {
 	void *arg;
 };
 
-/* node ids: 1..KV_NODE_ID_MAX of [A-Za-z0-9._-] */
-int kv_node_id_valid(const char *id);
 /* etcd://HOST:PORT[,HOST:PORT...]/NAME (at most 8 endpoints) ->
  * "http://HOST:PORT[,http://HOST:PORT...]" (KV_CLUSTER_EPS_MAX bytes
  * always fit) and NAME; -EINVAL */

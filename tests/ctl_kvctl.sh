@@ -4,11 +4,10 @@
 # help texts against kvctl(1).
 set -eu
 
-top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-.}
+T=ctl_kvctl
+. "${top_srcdir:-.}/tests/lib.sh"
 KVCTL=$top_builddir/src/kvctl/kvctl
 SERVE=$top_builddir/tests/helpers/ctl_serve
-PYTHON3=${PYTHON3:-}
 MANDOC=${MANDOC:-}
 
 for p in "$KVCTL" "$SERVE"; do
@@ -29,10 +28,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
 
 NS=llama3-8b
 TOKS="1 2 3 4 5 6 7 8 9 10 11 12"
@@ -158,7 +153,7 @@ else
 fi
 mkdir "$tmp/plain"
 expect_fail "-m on a directory without a daemon" 1 \
-	"^kvctl: error: no kvfs daemon behind $tmp/plain\$" \
+	"^kvctl status: no kvfs daemon behind $tmp/plain\$" \
 	"$KVCTL" -m "$tmp/plain" status
 
 # ---- ns
@@ -206,6 +201,13 @@ expect_fail "ls: no namespace" 2 'missing operand' kv ls
 kv stat "$NS" "$h1" >"$tmp/out"
 has "stat: size" "size      32 B (32 bytes)" "$tmp/out"
 has "stat: parent" "parent    $h0" "$tmp/out"
+# a block without a recorded parent is not called the first of its chain:
+# blocks written through a mount have none recorded either
+kv stat "$NS" "$h0" >"$tmp/out"
+has "stat: no parent recorded" "parent    none recorded" "$tmp/out"
+if grep -q "first block" "$tmp/out"; then
+	bad "stat: claims a first block"
+else ok "stat: claims no first block"; fi
 kv stat -j "$NS" "$h0" >"$tmp/out"
 json "stat --json" 'assert d["parent"] is None and d["size"] == 32
 assert len(d["checksum"]) == 8' "$tmp/out"
@@ -253,9 +255,9 @@ kv unpin "$lease" >"$tmp/out"
 has "unpin" "released lease $lease" "$tmp/out"
 expect_fail "unpin: twice" 1 "no lease $lease" kv unpin "$lease"
 expect_fail "renew: released" 1 "no lease $lease" kv renew "$lease"
-expect_fail "unpin: bad id" 2 'bad lease' kv unpin 0
-expect_fail "pin: bad --lease" 2 'bad --lease' kv pin -L 0 "$NS" "$h0"
-expect_fail "pin: --lease too long" 2 'bad --lease' \
+expect_fail "unpin: bad id" 2 "lease: '0' is outside" kv unpin 0
+expect_fail "pin: bad --lease" 2 '^kvctl pin: --lease' kv pin -L 0 "$NS" "$h0"
+expect_fail "pin: --lease too long" 2 '^kvctl pin: --lease' \
 	kv pin -L 86400001 "$NS" "$h0"
 kv pin -j -L 5000 "$NS" "$h0" "$hz" "$h2" >"$tmp/out"
 json "pin --json" 'assert d["count"] == 1 and d["lease_ms"] == 5000
@@ -272,8 +274,48 @@ if [ "$(wc -l <"$tmp/out")" -eq 1 ]; then ok "ls after evict"
 else bad "ls after evict"; fi
 
 # ---- usage errors and a missing daemon
-expect_fail "no daemon given" 2 'no daemon given' \
-	env -u KVFS_SOCKET "$KVCTL" status
+# without -m, -s or KVFS_SOCKET, kvctl looks for the one kvfs mounted
+nmounts=$(grep -c ' fuse\.kvfs ' /proc/mounts || :)
+if [ "$nmounts" = 0 ]; then
+	expect_fail "no daemon given, none mounted" 2 \
+		"^kvctl status: no daemon given and no kvfs mounted" \
+		env -u KVFS_SOCKET "$KVCTL" status
+else
+	echo "skip 'none mounted' ($nmounts kvfs mounts here)"
+fi
+# global options after the command, as before it
+kv status -j >"$tmp/out"
+"$KVCTL" status -j -s "$SOCK" >"$tmp/out"
+json "status -s SOCKET (after the command)" 'pass' "$tmp/out"
+"$KVCTL" lookup --socket="$SOCK" "$NS" "$h0" >"$tmp/out"
+has "lookup --socket=SOCKET (after the command)" "1 of 1 blocks" "$tmp/out"
+expect_fail "-m before and -s after" 2 'give one' \
+	"$KVCTL" -m "$tmp" status -s "$SOCK"
+# help after a command prints the help and nothing else, exit 0
+for c in lookup pin; do
+	rc=0
+	kv "$c" -h "$NS" "$h0" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	"$KVCTL" help "$c" >"$tmp/want"
+	if [ $rc = 0 ] && [ ! -s "$tmp/err" ] &&
+		head -n 1 "$tmp/out" | grep -q "^usage: kvctl .* $c " &&
+		cmp -s "$tmp/out" "$tmp/want"; then
+		ok "$c -h: the help alone"
+	else
+		bad "$c -h: exit $rc:"
+		cat "$tmp/out" "$tmp/err" >&2
+	fi
+done
+for c in status ls stat lookup pin unpin renew evict ns nodes prefetch \
+	hash version help; do
+	rc=0
+	"$KVCTL" "$c" -h >"$tmp/out" 2>"$tmp/err" || rc=$?
+	if [ $rc = 0 ] && [ ! -s "$tmp/err" ] && grep -q '^usage: kvctl' "$tmp/out"
+	then ok "$c -h"; else bad "$c -h: exit $rc"; fi
+done
+for o in -V --version; do
+	if "$KVCTL" "$o" >"$tmp/out" && grep -q '^kvctl (kvfs) ' "$tmp/out"
+	then ok "$o"; else bad "$o"; fi
+done
 expect_fail "-m and -s" 2 'give one' "$KVCTL" -m "$tmp" -s "$SOCK" status
 expect_fail "global: unknown option" 2 "unknown option '--frob'" \
 	"$KVCTL" --frob status
@@ -283,7 +325,7 @@ expect_fail "not a socket" 1 'neither a socket nor a kvfs mount' \
 
 stop KILL	# leaves a stale socket file behind
 expect_fail "dead daemon: stale socket" 1 \
-	"^kvctl: error: no kvfs daemon at $SOCK (connection refused)\$" \
+	"^kvctl status: no kvfs daemon at $SOCK (connection refused)\$" \
 	kv status
 start		# takes the stale socket over
 kv status -j >"$tmp/out"
@@ -292,7 +334,7 @@ stop
 if [ -e "$SOCK" ]; then bad "stop removes the socket"
 else ok "stop removes the socket"; fi
 expect_fail "dead daemon: no socket" 1 \
-	"^kvctl: error: no kvfs daemon at $SOCK (no such file or directory)\$" \
+	"^kvctl lookup: no kvfs daemon at $SOCK (no such file or directory)\$" \
 	kv lookup "$NS" "$h0"
 
 # ---- help texts say what kvctl(1) says

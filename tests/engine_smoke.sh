@@ -1,7 +1,7 @@
 #!/bin/sh
-# kvbench gen-trace and kvbench engine: the generated trace has the
+# kvconductor gen-trace and kvbench engine: the generated trace has the
 # Mooncake fields and rules and is reproducible; the engine serves a
-# generated trace on a real mount with the hit rate the trace implies; a
+# trace kvconductor generated on a real mount with the hit rate the trace implies; a
 # bad trace is exit 2 naming its line, and touches nothing; bad usage is
 # exit 2 with one line.  The gen-trace checks run without a mount; the
 # rest skip (77) where mounting is impossible.
@@ -15,6 +15,9 @@ KVBENCH=$top_builddir/src/kvbench/kvbench
 	echo "$T: $KVBENCH not built" >&2
 	exit 1
 }
+# the trace generator is kvconductor's (kvbench has none of its own)
+[ "${BUILD_CONDUCTOR:-yes}" != no ] || skip "kvconductor not built"
+gen() { "$top_builddir/sched/kvconductor" gen-trace "$@"; }
 fuse_begin
 
 # one line on stderr and exit status want
@@ -33,16 +36,16 @@ usage_is() {
 
 # ---- gen-trace -------------------------------------------------------------
 G=$tmp/gen.jsonl
-if "$KVBENCH" gen-trace --requests 300 --seed 3 >"$G" &&
+if gen --requests 300 --seed 3 >"$G" &&
 	[ "$(wc -l <"$G")" -eq 300 ]; then
 	ok "gen-trace writes 300 lines"
 else
 	bad "gen-trace writes 300 lines"
 fi
-"$KVBENCH" gen-trace --requests 300 --seed 3 --output "$tmp/gen2.jsonl"
+gen --requests 300 --seed 3 --output "$tmp/gen2.jsonl"
 cmp -s "$G" "$tmp/gen2.jsonl" && ok "the same seed, the same bytes" ||
 	bad "the same seed, the same bytes"
-"$KVBENCH" gen-trace --requests 300 --seed 4 >"$tmp/gen4.jsonl"
+gen --requests 300 --seed 4 >"$tmp/gen4.jsonl"
 cmp -s "$G" "$tmp/gen4.jsonl" && bad "another seed, another trace" ||
 	ok "another seed, another trace"
 
@@ -76,11 +79,7 @@ else
 	head -n 1 "$G" | grep -Eq "$shape" && ok "gen-trace line shape (grep)" ||
 		bad "gen-trace line shape (grep)"
 fi
-usage_is 2 "gen-trace --follow 2: exit 2" "$KVBENCH" gen-trace --follow 2
-usage_is 2 "gen-trace --user-tokens 9:3: exit 2" \
-	"$KVBENCH" gen-trace --user-tokens 9:3
-usage_is 2 "gen-trace --max-input below a first turn: exit 2" \
-	"$KVBENCH" gen-trace --max-input 100
+usage_is 2 "kvbench gen-trace is gone: exit 2" "$KVBENCH" gen-trace
 
 # ---- bad traces: exit 2, the line named, the mount untouched ---------------
 BADNS=badtrace
@@ -120,8 +119,6 @@ usage_is 1 "engine on a directory that is no mount: exit 1" \
 	"$KVBENCH" engine "$tmp" --requests 1
 "$KVBENCH" engine --help | grep -q -- '--lease-ms' && ok "engine --help" ||
 	bad "engine --help"
-"$KVBENCH" help gen-trace | grep -q -- '--system-prompts' &&
-	ok "help gen-trace" || bad "help gen-trace"
 
 # ---- on a mount --------------------------------------------------------------
 kvfsd_start "slot_size=8K,slots=8192"
@@ -169,6 +166,12 @@ fi
 grep -q '^engine: 300/300 requests' "$tmp/gen.err" &&
 	ok "progress ends with the final count" ||
 	bad "progress ends with the final count: $(tail -n 1 "$tmp/gen.err")"
+# and no terminal control in a file: no carriage return, no escape
+if tr -d '\r\033' <"$tmp/gen.err" | cmp -s - "$tmp/gen.err"; then
+	ok "progress in a file has no '\\r' and no escape"
+else
+	bad "progress in a file has '\\r' or an escape"
+fi
 
 # the default: a trace generated in the process, the table for people
 if timeout 300 "$KVBENCH" engine "$MNT" --requests 50 --block-bytes 4k \

@@ -3,9 +3,9 @@
 # Names are pinned in tests/check_hash.c (computed with tests/hash_ref.py).
 set -eu
 
-top_builddir=${top_builddir:-.}
+T=kvctl_hash
+. "${top_srcdir:-.}/tests/lib.sh"
 KVCTL=$top_builddir/src/kvctl/kvctl
-PYTHON3=${PYTHON3:-}
 
 if [ ! -x "$KVCTL" ]; then
 	echo "kvctl_hash: $KVCTL not built" >&2
@@ -14,10 +14,6 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvctl_hash.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
-
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
 
 # hash_ref.py llama3-8b 4 1 2 3 4 5 6 7 8 9 10
 cat >"$tmp/want" <<'EOF'

@@ -21,6 +21,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "src/common/cli.h"
 #include "src/common/json.h"
 #include "src/kvbench/kvbench.h"
 #include "src/common/log.h"
@@ -55,12 +56,6 @@ static const struct kvb_cmd kvb_cmds[] = {
 	.fn = kvb_engine_main,
 	.usage = kvb_engine_usage,
 	.summary = "LLM engine emulator on a mount, driven by a trace",
-    },
-    {
-	.name = "gen-trace",
-	.fn = kvb_gentrace_main,
-	.usage = kvb_gentrace_usage,
-	.summary = "write a synthetic Mooncake-format trace",
     },
     {
 	.name = "io",
@@ -295,100 +290,13 @@ int kvb_check_space(const char *cmd, const char *dir, uint64_t bytes)
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	if (avail >= bytes)
 		return 0;
-	fprintf(stderr, "kvbench %s: %s has %s free, this run needs %s\n", cmd,
-		dir, kvb_fmt_bytes(have, sizeof(have), (double)avail),
-		kvb_fmt_bytes(need, sizeof(need), (double)bytes));
+	cli_fail(cmd, 0, "%s has %s free, this run needs %s", dir,
+		 kvb_fmt_bytes(have, sizeof(have), (double)avail),
+		 kvb_fmt_bytes(need, sizeof(need), (double)bytes));
 	return -ENOSPC;
 }
 
-/* ---- progress ------------------------------------------------------- */
-
-void kvb_progress_start(struct kvb_progress *p, const char *what,
-			uint64_t total)
-{
-	p->what = what;
-	p->total = total;
-	p->next_ns = 0;
-	p->tty = isatty(STDERR_FILENO);
-	p->drawn = false;
-}
-
-void kvb_progress_draw(struct kvb_progress *p, uint64_t done)
-{
-	uint64_t now = kvb_now();
-
-	if (now < p->next_ns)
-		return;
-	p->next_ns = now + 250000000ull; /* four redraws a second at most */
-	fprintf(stderr, "\r%s %llu/%llu", p->what, (unsigned long long)done,
-		(unsigned long long)p->total);
-	p->drawn = true;
-}
-
-void kvb_progress_end(struct kvb_progress *p)
-{
-	if (p->drawn)
-		fputs("\r\033[K", stderr); /* erase it: results follow */
-	p->drawn = false;
-}
-
-void kvb_progress_start_log(struct kvb_progress *p, const char *what,
-			    uint64_t total)
-{
-	kvb_progress_start(p, what, total);
-	p->log = true;
-}
-
-bool kvb_progress_due(struct kvb_progress *p)
-{
-	return (p->tty || p->log) && kvb_now() >= p->next_ns;
-}
-
-void kvb_progress_say(struct kvb_progress *p, bool final, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!p->tty && !p->log)
-		return;
-	/* a terminal redraws in place; a log keeps every line, so fewer */
-	p->next_ns = kvb_now() + (p->tty ? 250000000ull : 1000000000ull);
-	if (p->tty)
-		fputc('\r', stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	if (p->tty)
-		fputs("\033[K", stderr);
-	if (!p->tty || final)
-		fputc('\n', stderr);
-	p->drawn = p->tty && !final;
-}
-
 /* ---- options -------------------------------------------------------- */
-
-int kvb_usage_error(const char *cmd, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "kvbench %s: ", cmd);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (see 'kvbench %s --help')\n", cmd);
-	return KVB_EXIT_USAGE;
-}
-
-int kvb_bad_option(const char *cmd, int c, char **argv)
-{
-	const char *what = argv[optind - 1];
-
-	if (c == ':')
-		return kvb_usage_error(cmd, "option '%s' needs a value", what);
-	/* a short option may sit inside a cluster ("-qx"): name it alone */
-	if (optopt)
-		return kvb_usage_error(cmd, "unknown option '-%c'", optopt);
-	return kvb_usage_error(cmd, "unknown option '%s'", what);
-}
 
 int kvb_getopt(const char *cmd, int argc, char **argv, const char *optstr,
 	       const struct option *lo, void (*usage)(FILE *f),
@@ -403,7 +311,7 @@ int kvb_getopt(const char *cmd, int argc, char **argv, const char *optstr,
 			return -1;
 		}
 		if (c == '?' || c == ':')
-			return kvb_bad_option(cmd, c, argv);
+			return cli_bad_option(cmd, c, argv);
 		if (opt(c, o))
 			return KVB_EXIT_USAGE;
 	}
@@ -414,75 +322,13 @@ int kvb_mount_operand(const char *cmd, int argc, char **argv,
 		      const char **mount, const char *ns)
 {
 	if (optind >= argc)
-		return kvb_usage_error(cmd, "MOUNT is missing");
+		return cli_usage_error(cmd, "MOUNT is missing");
 	*mount = argv[optind++];
 	if (optind < argc)
-		return kvb_usage_error(cmd, "unexpected argument '%s'",
+		return cli_usage_error(cmd, "unexpected argument '%s'",
 				       argv[optind]);
 	if (kvfs_ns_valid(ns))
-		return kvb_usage_error(cmd, "'%s' is no namespace name", ns);
-	return 0;
-}
-
-static int suffix_shift(const char *end, unsigned *shift)
-{
-	static const char units[] = "kmg";
-	const char *u;
-
-	if (!*end) {
-		*shift = 0;
-		return 0;
-	}
-	u = strchr(units, end[0] | 0x20);
-	if (!u || end[1])
-		return -EINVAL;
-	*shift = 10 * (unsigned)(u - units + 1);
-	return 0;
-}
-
-int kvb_parse_u64(const char *cmd, const char *opt, const char *arg,
-		  uint64_t min, uint64_t max, bool allow_suffix, uint64_t *out)
-{
-	unsigned long long v;
-	unsigned shift = 0;
-	char *end;
-
-	errno = 0;
-	v = strtoull(arg, &end, 10);
-	if (end == arg || *arg == '-' || errno)
-		goto bad;
-	if (allow_suffix ? suffix_shift(end, &shift) != 0 : *end != '\0')
-		goto bad;
-	if (shift && v > (UINT64_MAX >> shift))
-		goto bad;
-	v <<= shift;
-	if (v < min || v > max)
-		goto bad;
-	*out = v;
-	return 0;
-bad:
-	kvb_usage_error(cmd, "%s wants a number from %llu to %llu, not '%s'",
-			opt, (unsigned long long)min, (unsigned long long)max,
-			arg);
-	return -EINVAL;
-}
-
-int kvb_parse_double(const char *cmd, const char *opt, const char *arg,
-		     double min, double max, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(arg, &end);
-	/* the comparison is written so that a NaN fails it */
-	if (end == arg || *end || errno || !(v >= min && v <= max)) {
-		kvb_usage_error(cmd,
-				"%s wants a number from %g to %g, not '%s'",
-				opt, min, max, arg);
-		return -EINVAL;
-	}
-	*out = v;
+		return cli_usage_error(cmd, "'%s' is no namespace name", ns);
 	return 0;
 }
 
@@ -732,22 +578,6 @@ void kvb_line(FILE *f, const char *key, const char *fmt, ...)
 	fputc('\n', f);
 }
 
-char *kvb_fmt_count(char *buf, size_t cap, double v)
-{
-	char digits[32], *o = buf;
-	size_t n, i;
-
-	snprintf(digits, sizeof(digits), "%.0f", v < 0 ? 0 : v);
-	n = strlen(digits);
-	for (i = 0; i < n && (size_t)(o - buf) + 2 < cap; i++) {
-		if (i && (n - i) % 3 == 0)
-			*o++ = ',';
-		*o++ = digits[i];
-	}
-	*o = '\0';
-	return buf;
-}
-
 char *kvb_fmt_bytes(char *buf, size_t cap, double bytes)
 {
 	static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
@@ -776,20 +606,18 @@ char *kvb_fmt_size(char *buf, size_t cap, uint64_t bytes)
 
 void kvb_fail(const char *cmd, int err, const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
 
 	/* where a signal stopped us is of no interest to anyone */
 	if (err == -EINTR && kvb_stop) {
-		fprintf(stderr, "kvbench %s: interrupted\n", cmd);
+		cli_fail(cmd, 0, "interrupted");
 		return;
 	}
-	fprintf(stderr, "kvbench %s: ", cmd);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (err)
-		fprintf(stderr, ": %s", strerror(-err));
-	fputc('\n', stderr);
+	cli_fail(cmd, err, "%s", msg);
 }
 
 /* ---- main ----------------------------------------------------------- */
@@ -797,7 +625,9 @@ void kvb_fail(const char *cmd, int err, const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fputs("usage: kvbench COMMAND [OPTIONS]\n"
-	      "       kvbench --help | --version\n"
+	      "       kvbench help [COMMAND]\n"
+	      "       kvbench -h | --help\n"
+	      "       kvbench -V | --version\n"
 	      "\n"
 	      "Benchmarks of kvfs, each beside a baseline in the same run.\n"
 	      "\n"
@@ -823,16 +653,20 @@ static int cmd_help(int argc, char **argv)
 {
 	const struct kvb_cmd *c;
 
-	if (argc < 2) {
+	if (argc < 2 || cli_is_help(argv[1])) {
 		usage(stdout);
 		return KVB_EXIT_OK;
 	}
+	if (argc > 2)
+		return cli_usage_error("help", "unexpected argument '%s'",
+				       argv[2]);
 	c = cmd_find(argv[1]);
-	if (!c || !c->usage) {
-		fprintf(stderr, "kvbench help: no command '%s'\n", argv[1]);
-		return KVB_EXIT_USAGE;
-	}
-	c->usage(stdout);
+	if (!c)
+		return cli_usage_error("help", "no command '%s'", argv[1]);
+	if (c->usage)
+		c->usage(stdout);
+	else
+		usage(stdout);
 	return KVB_EXIT_OK;
 }
 
@@ -841,26 +675,23 @@ int main(int argc, char **argv)
 	const struct kvb_cmd *c;
 	int rc;
 
+	cli_init("kvbench");
 	kvfs_log_init("kvbench", KVFS_LOG_WARN);
 	if (argc < 2) {
 		usage(stderr);
 		return KVB_EXIT_USAGE;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+	if (cli_is_help(argv[1])) {
 		usage(stdout);
 		return KVB_EXIT_OK;
 	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("kvbench (kvfs) %s\n", PACKAGE_VERSION);
+	if (cli_is_version(argv[1])) {
+		cli_version(stdout);
 		return KVB_EXIT_OK;
 	}
 	c = cmd_find(argv[1]);
-	if (!c) {
-		fprintf(stderr,
-			"kvbench: no command '%s' (see 'kvbench --help')\n",
-			argv[1]);
-		return KVB_EXIT_USAGE;
-	}
+	if (!c)
+		return cli_usage_error(NULL, "no command '%s'", argv[1]);
 	kvb_signals_init();
 	/* also on exit() from deep inside a library */
 	atexit(kvb_cleanup_run);

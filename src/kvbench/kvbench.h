@@ -3,10 +3,10 @@
  *
  * kvbench measures kvfs beside a baseline in the same run and demonstrates
  * the store on a synthetic engine workload.  Each subcommand is one file
- * (kvbench_store.c, kvbench_demo.c, kvbench_engine.c with gen-trace,
- * kvbench_io.c) with one entry point listed in the command table of
- * kvbench.c.  store and demo run on the store library; engine and io on
- * a mounted kvfsd, through the file system and its control socket.
+ * (kvbench_store.c, kvbench_demo.c, kvbench_engine.c, kvbench_io.c,
+ * kvbench_xfer.c, kvbench_gpu.c) with one entry point listed in the command
+ * table of kvbench.c.  store and demo run on the store library; engine and io
+ * on a mounted kvfsd, through the file system and its control socket.
  *
  * Exit codes, the same for every subcommand: 0 it ran, 1 it failed (one
  * line on stderr says why), 2 bad usage, or bad input given as an option
@@ -32,12 +32,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "src/common/cli.h"
 #include "src/common/clock.h"
 #include "src/common/hash.h"
 
-#define KVB_EXIT_OK 0
-#define KVB_EXIT_FAIL 1
-#define KVB_EXIT_USAGE 2
+#define KVB_EXIT_OK CLI_EXIT_OK
+#define KVB_EXIT_FAIL CLI_EXIT_FAIL
+#define KVB_EXIT_USAGE CLI_EXIT_USAGE
 #define KVB_EXIT_SKIP 77
 
 /* ---- subcommands --------------------------------------------------- */
@@ -46,7 +47,6 @@
 int kvb_store_main(int argc, char **argv);
 int kvb_demo_main(int argc, char **argv);
 int kvb_engine_main(int argc, char **argv);
-int kvb_gentrace_main(int argc, char **argv);
 int kvb_io_main(int argc, char **argv);
 int kvb_xfer_main(int argc, char **argv);
 int kvb_gpu_main(int argc, char **argv);
@@ -55,40 +55,22 @@ int kvb_gpu_main(int argc, char **argv);
 void kvb_store_usage(FILE *f);
 void kvb_demo_usage(FILE *f);
 void kvb_engine_usage(FILE *f);
-void kvb_gentrace_usage(FILE *f);
 void kvb_io_usage(FILE *f);
 void kvb_xfer_usage(FILE *f);
 void kvb_gpu_usage(FILE *f);
 
 /* ---- options ------------------------------------------------------- */
 
-/* print "kvbench CMD: MSG" on stderr (one line); returns KVB_EXIT_USAGE */
-int kvb_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
 /*
- * Parse a decimal number for option opt, with an optional binary suffix
- * k, m or g (KiB, MiB, GiB) when allow_suffix; it must lie in min..max.
- * On error prints one line naming the option and returns -EINVAL.
+ * Messages and numbers are src/common/cli.h's: cli_usage_error(cmd, ...)
+ * for a usage error, cli_parse_u64 / cli_parse_size (K, M, G) for an
+ * option's value, cli_bad_option for what getopt refused.
  */
-int kvb_parse_u64(const char *cmd, const char *opt, const char *arg,
-		  uint64_t min, uint64_t max, bool allow_suffix, uint64_t *out);
-
-/* the same for a decimal fraction ("0.6", "1e3"), no suffix */
-int kvb_parse_double(const char *cmd, const char *opt, const char *arg,
-		     double min, double max, double *out);
-
-/*
- * Report an option getopt_long() refused (its '?' or ':' return, with
- * opterr = 0 and an optstring that starts with ':') as one line.
- * Returns KVB_EXIT_USAGE.
- */
-int kvb_bad_option(const char *cmd, int c, char **argv);
 
 /*
  * The option loop of a command: getopt_long() over optstr (which starts
  * with ':') and lo, -h printing usage(stdout), a refused option reported
- * by kvb_bad_option(), every other one handed to opt(c, o), whose
+ * by cli_bad_option(), every other one handed to opt(c, o), whose
  * nonzero return is KVB_EXIT_USAGE.  Returns 0 when the options are
  * done (optind at the first operand), -1 after --help, else
  * KVB_EXIT_USAGE.
@@ -124,42 +106,16 @@ extern volatile sig_atomic_t kvb_stop;
 void kvb_signals_init(void);
 
 /*
- * A progress line on stderr ("sealing 350000/1000000"), redrawn with '\r'
- * at most four times a second and erased at the end.  Only when stderr is
- * a terminal: a log or a pipe gets nothing, so captured output stays clean.
+ * Progress lines are cli.h's (struct cli_progress): redrawn in place on a
+ * terminal, whole lines at most every five seconds anywhere else, never
+ * a '\r' or an escape sequence outside a terminal.
  */
-struct kvb_progress {
-	const char *what;
-	uint64_t total;
-	uint64_t next_ns;
-	bool tty;
-	bool drawn;
-	bool log; /* kvb_progress_start_log: a log gets lines too */
-};
-
-void kvb_progress_start(struct kvb_progress *p, const char *what,
-			uint64_t total);
-void kvb_progress_draw(struct kvb_progress *p, uint64_t done);
-void kvb_progress_end(struct kvb_progress *p);
-
-/*
- * The other kind, for runs long enough that a log should show them moving
- * (engine): a line of the caller's own text, redrawn with '\r' at most
- * four times a second on a terminal; elsewhere a plain line at most once
- * a second.  The final line always stays, ended by a newline.
- */
-void kvb_progress_start_log(struct kvb_progress *p, const char *what,
-			    uint64_t total);
-/* true when a line is due now: format one and call kvb_progress_say */
-bool kvb_progress_due(struct kvb_progress *p);
-void kvb_progress_say(struct kvb_progress *p, bool final, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* cheap enough for timed loops: looks at the clock every 4096 calls */
-static inline void kvb_progress(struct kvb_progress *p, uint64_t done)
+static inline void kvb_progress(struct cli_progress *p, uint64_t done)
 {
-	if (p->tty && (done & 4095) == 0)
-		kvb_progress_draw(p, done);
+	if ((done & 4095) == 0)
+		cli_progress_draw(p, done);
 }
 
 /* ---- temporary state ----------------------------------------------- */
@@ -261,8 +217,6 @@ void kvb_cpu_model(char *buf, size_t cap);
 void kvb_line(FILE *f, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* 1234567.8 -> "1,234,568"; returns buf */
-char *kvb_fmt_count(char *buf, size_t cap, double v);
 /* 1536000000 -> "1.54 GB" (decimal units, as for rates); returns buf */
 char *kvb_fmt_bytes(char *buf, size_t cap, double bytes);
 
@@ -270,7 +224,8 @@ char *kvb_fmt_bytes(char *buf, size_t cap, double bytes);
  * "1000 B" (whole units only, else bytes); returns buf */
 char *kvb_fmt_size(char *buf, size_t cap, uint64_t bytes);
 
-/* negative errno -> "error: MSG: strerror" on stderr, one line */
+/* cli_fail(), except that -EINTR after a stop signal says only
+ * "interrupted" */
 void kvb_fail(const char *cmd, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

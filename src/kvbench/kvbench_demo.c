@@ -108,8 +108,8 @@ void kvb_demo_usage(FILE *f)
 	      "  -r, --requests N       requests to serve (default 2000)\n"
 	      "  -s, --slots N          blocks the pool holds (default 512)\n"
 	      "  -z, --slot-size BYTES  bytes per block, a multiple of "
-	      "4096; k, m, g\n"
-	      "                         suffixes allowed (default 64k)\n"
+	      "4096; a K, M or G\n"
+	      "                         suffix allowed (default 64K)\n"
 	      "  -B, --block-tokens B   tokens per block, 1 to 4096 "
 	      "(default 64)\n"
 	      "  -S, --seed S           workload seed (default 1)\n"
@@ -128,20 +128,20 @@ static int dm_opt(int c, void *arg)
 
 	switch (c) {
 	case 'r':
-		return kvb_parse_u64(DM_CMD, "--requests", optarg, 1,
-				     1000000000, false, &o->requests);
+		return cli_parse_u64(DM_CMD, "--requests", optarg, 1,
+				     1000000000, &o->requests);
 	case 's':
-		return kvb_parse_u64(DM_CMD, "--slots", optarg, 1, 1u << 24,
-				     false, &o->slots);
+		return cli_parse_u64(DM_CMD, "--slots", optarg, 1, 1u << 24,
+				     &o->slots);
 	case 'z':
-		return kvb_parse_u64(DM_CMD, "--slot-size", optarg, 4096,
-				     1u << 30, true, &o->slot_size);
+		return cli_parse_size(DM_CMD, "--slot-size", optarg, 4096,
+				      1u << 30, &o->slot_size);
 	case 'B':
-		return kvb_parse_u64(DM_CMD, "--block-tokens", optarg, 1, 4096,
-				     false, &o->block_tokens);
+		return cli_parse_u64(DM_CMD, "--block-tokens", optarg, 1, 4096,
+				     &o->block_tokens);
 	case 'S':
-		return kvb_parse_u64(DM_CMD, "--seed", optarg, 0, UINT64_MAX,
-				     false, &o->seed);
+		return cli_parse_u64(DM_CMD, "--seed", optarg, 0, UINT64_MAX,
+				     &o->seed);
 	case 'd':
 		o->state = optarg;
 		return 0;
@@ -178,15 +178,15 @@ static int dm_parse(int argc, char **argv, struct dm_opts *o)
 	if (rc)
 		return rc;
 	if (optind < argc)
-		return kvb_usage_error(DM_CMD, "unexpected argument '%s'",
+		return cli_usage_error(DM_CMD, "unexpected argument '%s'",
 				       argv[optind]);
 	if (o->slot_size % 4096)
-		return kvb_usage_error(DM_CMD,
+		return cli_usage_error(DM_CMD,
 				       "--slot-size must be a "
 				       "multiple of 4096, not %llu",
 				       (unsigned long long)o->slot_size);
 	if (o->state && (!*o->state || strlen(o->state) >= PATH_MAX))
-		return kvb_usage_error(DM_CMD, "--state needs a directory");
+		return cli_usage_error(DM_CMD, "--state needs a directory");
 	return 0;
 }
 
@@ -435,11 +435,11 @@ static int dm_serve(struct dm_ctx *c, const struct dm_session *s, bool follow)
 
 static int dm_run(struct dm_ctx *c)
 {
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0 = kvb_now();
 	int rc = 0;
 
-	kvb_progress_start(&p, "request", c->o.requests);
+	cli_progress_start(&p, "request", c->o.requests);
 	for (uint64_t r = 0; r < c->o.requests && !rc; r++) {
 		const struct dm_session *s;
 		bool follow;
@@ -452,10 +452,9 @@ static int dm_run(struct dm_ctx *c)
 		}
 		s = dm_next(&c->w, &follow);
 		rc = dm_serve(c, s, follow);
-		if (p.tty)
-			kvb_progress_draw(&p, r + 1);
+		cli_progress_draw(&p, r + 1);
 	}
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	c->run_ns = kvb_now() - t0;
 	return rc;
 }
@@ -594,11 +593,11 @@ static void dm_summary(const struct dm_ctx *c, const struct kv_store_stats *ss)
 		 (unsigned long long)c->fresh.requests,
 		 (unsigned long long)c->follow.requests);
 	kvb_line(stdout, "blocks looked up", "%s",
-		 kvb_fmt_count(a, sizeof(a), (double)c->all.lookups));
+		 cli_fmt_count(a, sizeof(a), (double)c->all.lookups));
 	kvb_line(stdout, "block hit rate",
 		 "%.1f%% (%s hit); follow-ups %.1f%%, new sessions %.1f%%",
 		 dm_pct(c->all.hits, c->all.lookups),
-		 kvb_fmt_count(a, sizeof(a), (double)c->all.hits),
+		 cli_fmt_count(a, sizeof(a), (double)c->all.hits),
 		 dm_pct(c->follow.hits, c->follow.lookups),
 		 dm_pct(c->fresh.hits, c->fresh.lookups));
 	kvb_line(stdout, "bytes reused",
@@ -606,14 +605,14 @@ static void dm_summary(const struct dm_ctx *c, const struct kv_store_stats *ss)
 		 kvb_fmt_bytes(a, sizeof(a), (double)(c->all.hits * bytes)));
 	kvb_line(stdout, "bytes written", "%s in %s new blocks",
 		 kvb_fmt_bytes(a, sizeof(a), (double)(c->written * bytes)),
-		 kvb_fmt_count(b, sizeof(b), (double)c->written));
+		 cli_fmt_count(b, sizeof(b), (double)c->written));
 	if (c->present)
 		kvb_line(stdout, "",
 			 "%s more found cached past a miss (parent evicted)",
-			 kvb_fmt_count(b, sizeof(b), (double)c->present));
+			 cli_fmt_count(b, sizeof(b), (double)c->present));
 	kvb_line(stdout, "evictions", "%s",
-		 kvb_fmt_count(a, sizeof(a), (double)ss->total.evictions));
-	kvb_fmt_count(a, sizeof(a), kvb_rate(c->all.requests, c->run_ns));
+		 cli_fmt_count(a, sizeof(a), (double)ss->total.evictions));
+	cli_fmt_count(a, sizeof(a), kvb_rate(c->all.requests, c->run_ns));
 	kvb_fmt_bytes(d, sizeof(d), kvb_rate(c->all.hits * bytes, c->read_ns));
 	kvb_line(stdout, "throughput",
 		 "%s requests/s; %s/s verified (get+compare+put)", a, d);

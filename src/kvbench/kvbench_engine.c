@@ -1,6 +1,7 @@
 /*
  * kvbench_engine.c - "kvbench engine": an LLM engine emulated on a mount,
- * and "kvbench gen-trace", the synthetic trace it runs by default.
+ * driven by a Mooncake-format trace file (kvconductor gen-trace writes
+ * one) or by a synthetic trace generated in the process.
  *
  * What a serving engine does with kvfs, request by request, for every
  * request of a Mooncake-format trace (trace.h):
@@ -44,7 +45,6 @@
 #include "src/common/trace.h"
 
 #define EN_CMD "engine"
-#define GT_CMD "gen-trace"
 #define EN_NS "kvbench-engine"
 #define EN_LEASE_MS 10000
 #define EN_GEN_REQUESTS 1000
@@ -110,10 +110,12 @@ void kvb_engine_usage(FILE *f)
 	    "\n"
 	    "  -t, --trace FILE       trace to serve ('-': standard input);"
 	    " default a\n"
-	    "                         generated one (see kvbench gen-trace)\n"
+	    "                         generated one (as kvconductor gen-trace"
+	    "\n"
+	    "                         writes)\n"
 	    "  -n, --namespace NS     namespace, made when absent "
 	    "(default " EN_NS ")\n"
-	    "  -b, --block-bytes BYTES  bytes per block, k, m, g suffixes "
+	    "  -b, --block-bytes BYTES  bytes per block, a K, M or G suffix "
 	    "allowed;\n"
 	    "                         default the pool's slot size\n"
 	    "  -r, --requests N       serve the first N requests (default "
@@ -142,17 +144,17 @@ static int en_opt(int c, void *arg)
 		o->ns = optarg;
 		return 0;
 	case 'b':
-		return kvb_parse_u64(EN_CMD, "--block-bytes", optarg, 1,
-				     1ull << 40, true, &o->block_bytes);
+		return cli_parse_size(EN_CMD, "--block-bytes", optarg, 1,
+				      1ull << 40, &o->block_bytes);
 	case 'r':
-		return kvb_parse_u64(EN_CMD, "--requests", optarg, 1,
-				     UINT64_MAX, false, &o->requests);
+		return cli_parse_u64(EN_CMD, "--requests", optarg, 1,
+				     UINT64_MAX, &o->requests);
 	case 'l':
-		return kvb_parse_u64(EN_CMD, "--lease-ms", optarg, 0,
-				     CTLP_LEASE_MS_MAX, false, &o->lease_ms);
+		return cli_parse_u64(EN_CMD, "--lease-ms", optarg, 0,
+				     CTLP_LEASE_MS_MAX, &o->lease_ms);
 	case 'S':
-		return kvb_parse_u64(EN_CMD, "--seed", optarg, 0, UINT64_MAX,
-				     false, &o->seed);
+		return cli_parse_u64(EN_CMD, "--seed", optarg, 0, UINT64_MAX,
+				     &o->seed);
 	case 'j':
 		o->json = true;
 		return 0;
@@ -187,7 +189,7 @@ static int en_parse(int argc, char **argv, struct en_opts *o)
 	if (rc)
 		return rc;
 	if (o->trace && !*o->trace)
-		return kvb_usage_error(EN_CMD, "--trace needs a file");
+		return cli_usage_error(EN_CMD, "--trace needs a file");
 	return 0;
 }
 
@@ -561,17 +563,17 @@ static double en_pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void en_progress(struct en_ctx *c, struct kvb_progress *p, bool final)
+static void en_progress(struct en_ctx *c, struct cli_progress *p, bool final)
 {
 	char tot[32] = "", rd[32], wr[32];
 	double bytes = (double)c->o.block_bytes;
 
-	if (!final && !kvb_progress_due(p))
+	if (!final && !cli_progress_due(p))
 		return;
 	if (c->total)
 		snprintf(tot, sizeof(tot), "/%llu",
 			 (unsigned long long)c->total);
-	kvb_progress_say(p, final,
+	cli_progress_say(p, final,
 			 "engine: %llu%s requests, %.1f%% block hits, %s read, "
 			 "%s written",
 			 (unsigned long long)c->c.requests, tot,
@@ -584,11 +586,11 @@ static void en_progress(struct en_ctx *c, struct kvb_progress *p, bool final)
 static int en_run(struct en_ctx *c)
 {
 	struct kvfs_trace_rec r;
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0 = kvb_now();
 	int rc = 0, got;
 
-	kvb_progress_start_log(&p, "engine", c->total);
+	cli_progress_start(&p, "engine", c->total);
 	while (!c->o.requests || c->c.requests < c->o.requests) {
 		if (kvb_stop) {
 			rc = -EINTR;
@@ -729,37 +731,37 @@ static void en_report_table(const struct en_ctx *c)
 	       kvb_fmt_size(b, sizeof(b), c->before.slot_size),
 	       (unsigned long long)c->o.lease_ms);
 	kvb_line(stdout, "requests", "%s in %.2f s, %s tokens",
-		 kvb_fmt_count(a, sizeof(a), (double)k->requests), secs,
-		 kvb_fmt_count(b, sizeof(b), (double)k->tokens));
+		 cli_fmt_count(a, sizeof(a), (double)k->requests), secs,
+		 cli_fmt_count(b, sizeof(b), (double)k->tokens));
 	kvb_line(stdout, "blocks named", "%s (full blocks only)",
-		 kvb_fmt_count(a, sizeof(a), (double)k->named));
+		 cli_fmt_count(a, sizeof(a), (double)k->named));
 	kvb_line(stdout, "block hit rate",
 		 "%.2f%% (%s of %s in a matched "
 		 "prefix)",
 		 en_pct(k->hits, k->named),
-		 kvb_fmt_count(a, sizeof(a), (double)k->hits),
-		 kvb_fmt_count(b, sizeof(b), (double)k->named));
+		 cli_fmt_count(a, sizeof(a), (double)k->hits),
+		 cli_fmt_count(b, sizeof(b), (double)k->named));
 	kvb_line(stdout, "bytes reused", "%s read and verified",
 		 kvb_fmt_bytes(a, sizeof(a), (double)(k->hits * bb)));
 	kvb_line(stdout, "bytes written", "%s in %s new blocks",
 		 kvb_fmt_bytes(a, sizeof(a), (double)(k->written * bb)),
-		 kvb_fmt_count(b, sizeof(b), (double)k->written));
+		 cli_fmt_count(b, sizeof(b), (double)k->written));
 	if (k->raced)
 		kvb_line(stdout, "",
 			 "%s found cached already (past a miss, "
 			 "or made by another writer)",
-			 kvb_fmt_count(b, sizeof(b), (double)k->raced));
+			 cli_fmt_count(b, sizeof(b), (double)k->raced));
 	kvb_line(stdout, "evictions", "%s in this namespace",
-		 kvb_fmt_count(a, sizeof(a), (double)en_evictions(c)));
+		 cli_fmt_count(a, sizeof(a), (double)en_evictions(c)));
 	kvb_fmt_bytes(a, sizeof(a), kvb_rate(k->hits * bb, k->read_ns));
 	kvb_fmt_bytes(b, sizeof(b), kvb_rate(k->written * bb, k->write_ns));
-	kvb_fmt_count(d, sizeof(d), kvb_rate(k->requests, k->run_ns));
+	cli_fmt_count(d, sizeof(d), kvb_rate(k->requests, k->run_ns));
 	kvb_line(stdout, "throughput",
 		 "%s requests/s; %s/s read+verified, %s/s written", d, a, b);
 	kvb_line(stdout, "match",
 		 "%s round trips, %.0f us each with the "
 		 "release",
-		 kvb_fmt_count(a, sizeof(a), (double)k->matches),
+		 cli_fmt_count(a, sizeof(a), (double)k->matches),
 		 en_match_us(k));
 	kvb_line(stdout, "elapsed",
 		 "%.2f s: naming %.2f, match %.2f, read %.2f, write %.2f", secs,
@@ -815,195 +817,4 @@ int kvb_engine_main(int argc, char **argv)
 out_teardown:
 	en_teardown(&c);
 	return rc;
-}
-
-/* ==== gen-trace ======================================================= */
-
-void kvb_gentrace_usage(FILE *f)
-{
-	fputs("usage: kvbench gen-trace [--requests N] [--seed S] [--rate R]\n"
-	      "                         [--system-prompts N] [--skew X] "
-	      "[--follow P]\n"
-	      "                         [--sessions N] [--max-input TOKENS]\n"
-	      "                         [--system-tokens LO:HI] "
-	      "[--user-tokens LO:HI]\n"
-	      "                         [--output-tokens LO:HI] "
-	      "[--output FILE]\n"
-	      "\n"
-	      "Write a synthetic trace in the Mooncake format (one JSON "
-	      "object a line):\nPoisson arrivals, multi-turn sessions that "
-	      "extend their earlier prompts,\nand shared system prompts "
-	      "with Zipf popularity.\n"
-	      "\n"
-	      "  -r, --requests N         lines to write (default 1000)\n"
-	      "  -S, --seed S             seed (default 1)\n"
-	      "  -R, --rate R             mean requests per second (default "
-	      "10)\n"
-	      "  -p, --system-prompts N   shared system prompts (default 16)\n"
-	      "  -k, --skew X             Zipf exponent of their popularity "
-	      "(default 1)\n"
-	      "  -f, --follow P           chance a request continues a "
-	      "session (default 0.6)\n"
-	      "  -s, --sessions N         live sessions at most (default 64)\n"
-	      "  -m, --max-input TOKENS   longest prompt (default 65536)\n"
-	      "  -P, --system-tokens LO:HI  system prompt length (default "
-	      "1024:8192)\n"
-	      "  -u, --user-tokens LO:HI  user text per turn (default "
-	      "64:2048)\n"
-	      "  -O, --output-tokens LO:HI  tokens generated (default "
-	      "16:512)\n"
-	      "  -o, --output FILE        write to FILE (default standard "
-	      "output)\n"
-	      "  -h, --help               print this help\n",
-	      f);
-}
-
-/* "LO:HI", both 0..2^31 */
-static int gt_range(const char *opt, const char *arg, uint32_t *lo,
-		    uint32_t *hi)
-{
-	const char *colon = strchr(arg, ':');
-	char first[32];
-	uint64_t a, b;
-	size_t n = colon ? (size_t)(colon - arg) : 0;
-
-	if (!colon || n >= sizeof(first)) {
-		kvb_usage_error(GT_CMD, "%s wants LO:HI, not '%s'", opt, arg);
-		return -EINVAL;
-	}
-	memcpy(first, arg, n);
-	first[n] = '\0';
-	if (kvb_parse_u64(GT_CMD, opt, first, 0, 1u << 31, false, &a) ||
-	    kvb_parse_u64(GT_CMD, opt, colon + 1, 0, 1u << 31, false, &b))
-		return -EINVAL;
-	if (a > b) {
-		kvb_usage_error(GT_CMD, "%s: %llu is above %llu", opt,
-				(unsigned long long)a, (unsigned long long)b);
-		return -EINVAL;
-	}
-	*lo = (uint32_t)a;
-	*hi = (uint32_t)b;
-	return 0;
-}
-
-static int gt_opt(int c, struct kvfs_trace_gen_params *p, const char **out)
-{
-	uint64_t v;
-	int rc;
-
-	switch (c) {
-	case 'r':
-		return kvb_parse_u64(GT_CMD, "--requests", optarg, 0,
-				     UINT64_MAX, false, &p->requests);
-	case 'S':
-		return kvb_parse_u64(GT_CMD, "--seed", optarg, 0, UINT64_MAX,
-				     false, &p->seed);
-	case 'R':
-		return kvb_parse_double(GT_CMD, "--rate", optarg, 1e-6, 1e9,
-					&p->rate);
-	case 'k':
-		return kvb_parse_double(GT_CMD, "--skew", optarg, 0, 100,
-					&p->skew);
-	case 'f':
-		return kvb_parse_double(GT_CMD, "--follow", optarg, 0, 1,
-					&p->follow);
-	case 'm':
-		return kvb_parse_u64(GT_CMD, "--max-input", optarg, 1,
-				     1ull << 26, true, &p->max_input);
-	case 'P':
-		return gt_range("--system-tokens", optarg, &p->sys_min,
-				&p->sys_max);
-	case 'u':
-		return gt_range("--user-tokens", optarg, &p->user_min,
-				&p->user_max);
-	case 'O':
-		return gt_range("--output-tokens", optarg, &p->out_min,
-				&p->out_max);
-	case 'o':
-		*out = optarg;
-		return 0;
-	case 'p':
-	case 's':
-		rc = kvb_parse_u64(
-		    GT_CMD, c == 'p' ? "--system-prompts" : "--sessions",
-		    optarg, c == 'p' ? 0 : 1, 1000000, false, &v);
-		if (!rc && c == 'p')
-			p->sys_prompts = (uint32_t)v;
-		else if (!rc)
-			p->sessions = (uint32_t)v;
-		return rc;
-	}
-	return -EINVAL;
-}
-
-static int gt_parse(int argc, char **argv, struct kvfs_trace_gen_params *p,
-		    const char **out)
-{
-	static const struct option lo[] = {
-	    {"requests", required_argument, NULL, 'r'},
-	    {"seed", required_argument, NULL, 'S'},
-	    {"rate", required_argument, NULL, 'R'},
-	    {"system-prompts", required_argument, NULL, 'p'},
-	    {"skew", required_argument, NULL, 'k'},
-	    {"follow", required_argument, NULL, 'f'},
-	    {"sessions", required_argument, NULL, 's'},
-	    {"max-input", required_argument, NULL, 'm'},
-	    {"system-tokens", required_argument, NULL, 'P'},
-	    {"user-tokens", required_argument, NULL, 'u'},
-	    {"output-tokens", required_argument, NULL, 'O'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *why;
-	int c;
-
-	kvfs_trace_gen_defaults(p);
-	*out = NULL;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":r:S:R:p:k:f:s:m:P:u:O:o:h", lo,
-				NULL)) != -1) {
-		if (c == 'h') {
-			kvb_gentrace_usage(stdout);
-			return -1;
-		}
-		if (c == '?' || c == ':')
-			return kvb_bad_option(GT_CMD, c, argv);
-		if (gt_opt(c, p, out))
-			return KVB_EXIT_USAGE;
-	}
-	if (optind < argc)
-		return kvb_usage_error(GT_CMD, "unexpected argument '%s'",
-				       argv[optind]);
-	why = kvfs_trace_gen_check(p);
-	if (why)
-		return kvb_usage_error(GT_CMD, "%s", why);
-	return 0;
-}
-
-int kvb_gentrace_main(int argc, char **argv)
-{
-	struct kvfs_trace_gen_params p;
-	const char *out;
-	FILE *f = stdout;
-	int rc;
-
-	rc = gt_parse(argc, argv, &p, &out);
-	if (rc)
-		return rc < 0 ? KVB_EXIT_OK : rc;
-	if (out && strcmp(out, "-")) {
-		f = fopen(out, "we");
-		if (!f) {
-			kvb_fail(GT_CMD, -errno, "cannot create %s", out);
-			return KVB_EXIT_FAIL;
-		}
-	}
-	rc = kvfs_trace_gen(f, &p);
-	if (f != stdout && fclose(f) && !rc)
-		rc = -EIO;
-	if (rc) {
-		kvb_fail(GT_CMD, rc, "writing %s", out ? out : "the trace");
-		return KVB_EXIT_FAIL;
-	}
-	return KVB_EXIT_OK;
 }

@@ -117,14 +117,14 @@ static int gpu_opt(int c, void *arg)
 
 	switch (c) {
 	case 'n':
-		return kvb_parse_u64(GPU_CMD, "--blocks", optarg, 1, 1024,
-				     false, &o->blocks);
+		return cli_parse_u64(GPU_CMD, "--blocks", optarg, 1, 1024,
+				     &o->blocks);
 	case 'r':
-		return kvb_parse_u64(GPU_CMD, "--rounds", optarg, 1, 1000,
-				     false, &o->rounds);
+		return cli_parse_u64(GPU_CMD, "--rounds", optarg, 1, 1000,
+				     &o->rounds);
 	case 'd':
-		return kvb_parse_u64(GPU_CMD, "--device", optarg, 0, 1023,
-				     false, &o->device);
+		return cli_parse_u64(GPU_CMD, "--device", optarg, 0, 1023,
+				     &o->device);
 	case 'N':
 		o->ns = optarg;
 		return 0;

@@ -117,7 +117,7 @@ void kvb_io_usage(FILE *f)
 	      "libkvfs (kvfs_map_batch or kvfs_map, sum the bytes in place, "
 	      "unmap) beside\na memcpy of the same bytes.\n"
 	      "\n"
-	      "  -z, --size BYTES      bytes per block, k, m, g suffixes "
+	      "  -z, --size BYTES      bytes per block, a K, M or G suffix "
 	      "allowed;\n"
 	      "                        default the pool's slot size\n"
 	      "  -n, --blocks N        blocks per round (default 64, or "
@@ -140,13 +140,13 @@ static int io_opt(int c, void *arg)
 
 	switch (c) {
 	case 'z':
-		return kvb_parse_u64(IO_CMD, "--size", optarg, 1, 1ull << 40,
-				     true, &o->size);
+		return cli_parse_size(IO_CMD, "--size", optarg, 1, 1ull << 40,
+				      &o->size);
 	case 'n':
-		return kvb_parse_u64(IO_CMD, "--blocks", optarg, 1, 1u << 20,
-				     false, &o->blocks);
+		return cli_parse_u64(IO_CMD, "--blocks", optarg, 1, 1u << 20,
+				     &o->blocks);
 	case 'r':
-		return kvb_parse_u64(IO_CMD, "--rounds", optarg, 1, 1000, false,
+		return cli_parse_u64(IO_CMD, "--rounds", optarg, 1, 1000,
 				     &o->rounds);
 	case 'N':
 		o->ns = optarg;
@@ -621,10 +621,10 @@ static int io_round(struct io_ctx *c, uint64_t r)
 
 static int io_run(struct io_ctx *c)
 {
-	struct kvb_progress p;
+	struct cli_progress p;
 	int rc = 0;
 
-	kvb_progress_start_log(&p, "io", c->o.rounds);
+	cli_progress_start(&p, "io", c->o.rounds);
 	for (uint64_t r = 0; r < c->o.rounds && !rc; r++) {
 		if (kvb_stop) {
 			rc = -EINTR;
@@ -635,12 +635,12 @@ static int io_run(struct io_ctx *c)
 		rc = io_round(c, r);
 		if (!rc)
 			c->rounds_done++;
-		if (p.tty)
-			kvb_progress_say(&p, false, "io: round %llu/%llu",
+		if (cli_progress_due(&p))
+			cli_progress_say(&p, false, "io: round %llu/%llu",
 					 (unsigned long long)r + 1,
 					 (unsigned long long)c->o.rounds);
 	}
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	return rc;
 }
 

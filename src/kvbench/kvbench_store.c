@@ -125,7 +125,7 @@ void kvb_store_usage(FILE *f)
 	      "\n"
 	      "  -n, --blocks N       blocks to seal (default 1000000, at "
 	      "least 32)\n"
-	      "  -b, --block-bytes B  bytes per block, 1 to 4096 (default "
+	      "  -b, --block-bytes B  bytes per block, 1 to 4096 or 4K (default "
 	      "256)\n"
 	      "  -l, --lookups N      lookups per timed lookup loop (default "
 	      "2000000)\n"
@@ -161,18 +161,18 @@ static int sb_parse(int argc, char **argv, struct sb_opts *o)
 		switch (c) {
 		case 'n':
 			/* the slack on top must still fit a u32 slot count */
-			if (kvb_parse_u64(SB_CMD, "--blocks", optarg, SB_CHAIN,
-					  UINT32_MAX / 2, false, &o->blocks))
+			if (cli_parse_u64(SB_CMD, "--blocks", optarg, SB_CHAIN,
+					  UINT32_MAX / 2, &o->blocks))
 				return KVB_EXIT_USAGE;
 			break;
 		case 'b':
-			if (kvb_parse_u64(SB_CMD, "--block-bytes", optarg, 1,
-					  SB_SLOT, false, &o->block_bytes))
+			if (cli_parse_size(SB_CMD, "--block-bytes", optarg, 1,
+					   SB_SLOT, &o->block_bytes))
 				return KVB_EXIT_USAGE;
 			break;
 		case 'l':
-			if (kvb_parse_u64(SB_CMD, "--lookups", optarg, 1,
-					  UINT32_MAX, false, &o->lookups))
+			if (cli_parse_u64(SB_CMD, "--lookups", optarg, 1,
+					  UINT32_MAX, &o->lookups))
 				return KVB_EXIT_USAGE;
 			break;
 		case 'j':
@@ -182,11 +182,11 @@ static int sb_parse(int argc, char **argv, struct sb_opts *o)
 			kvb_store_usage(stdout);
 			return -1;
 		default:
-			return kvb_bad_option(SB_CMD, c, argv);
+			return cli_bad_option(SB_CMD, c, argv);
 		}
 	}
 	if (optind < argc)
-		return kvb_usage_error(SB_CMD, "unexpected argument '%s'",
+		return cli_usage_error(SB_CMD, "unexpected argument '%s'",
 				       argv[optind]);
 	return 0;
 }
@@ -213,7 +213,7 @@ static int sb_alloc(struct sb_ctx *c)
 /* chains of SB_CHAIN real links, so every parent is the block before */
 static int sb_make_keys(struct sb_ctx *c)
 {
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint8_t seed[KVFS_HASH_LEN];
 	uint32_t tok[SB_TOKENS];
 	uint64_t rng = SB_SEED;
@@ -222,7 +222,7 @@ static int sb_make_keys(struct sb_ctx *c)
 	rc = kvfs_hash_seed(SB_NS, SB_TOKENS, seed);
 	if (rc)
 		return rc;
-	kvb_progress_start(&p, "making keys", c->o.blocks);
+	cli_progress_start(&p, "making keys", c->o.blocks);
 	for (uint64_t i = 0; i < c->o.blocks; i++) {
 		const uint8_t *prev = i % SB_CHAIN ? c->hashes[i - 1] : seed;
 
@@ -235,7 +235,7 @@ static int sb_make_keys(struct sb_ctx *c)
 			return -EINTR;
 		kvb_progress(&p, i);
 	}
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	for (uint64_t i = 0; i < c->o.lookups; i++) {
 		uint64_t k = kvb_rand_below(&rng, c->o.blocks);
 
@@ -347,11 +347,11 @@ static int sb_seal_one(struct sb_ctx *c, uint64_t i, unsigned char *buf)
 static int sb_seal_kvfs(struct sb_ctx *c)
 {
 	static unsigned char buf[SB_SLOT];
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0, i;
 	int rc = 0;
 
-	kvb_progress_start(&p, "sealing", c->o.blocks);
+	cli_progress_start(&p, "sealing", c->o.blocks);
 	t0 = kvb_now();
 	for (i = 0; i < c->o.blocks; i++) {
 		rc = sb_seal_one(c, i, buf);
@@ -361,7 +361,7 @@ static int sb_seal_kvfs(struct sb_ctx *c)
 	}
 	c->r[SB_SEAL].kvfs = kvb_rate(i, kvb_now() - t0);
 	c->r[SB_SEAL].n = i;
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (!rc && kvb_stop)
 		rc = -EINTR;
 	if (rc)
@@ -393,13 +393,13 @@ static int sb_collect(struct sb_ctx *c)
 static int sb_seal_rocks(struct sb_ctx *c)
 {
 	struct kv_block_rec rec;
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0, i;
 	int rc = 0;
 
 	memset(&rec, 0, sizeof(rec));
 	rec.size = c->o.block_bytes;
-	kvb_progress_start(&p, "baseline: writing records", c->o.blocks);
+	cli_progress_start(&p, "baseline: writing records", c->o.blocks);
 	t0 = kvb_now();
 	for (i = 0; i < c->o.blocks; i++) {
 		rec.slot = c->recs[i].slot;
@@ -416,7 +416,7 @@ static int sb_seal_rocks(struct sb_ctx *c)
 		kvb_progress(&p, i);
 	}
 	c->r[SB_SEAL].rocks = kvb_rate(i, kvb_now() - t0);
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (!rc && kvb_stop)
 		rc = -EINTR;
 	if (rc)
@@ -432,11 +432,11 @@ static int sb_lookup_kvfs(struct sb_ctx *c, enum sb_op op)
 	uint8_t(*keys)[KVFS_HASH_LEN] =
 	    op == SB_HIT ? c->hit_keys : c->miss_keys;
 	int want = op == SB_HIT ? 1 : 0;
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0, i;
 	int rc = 0;
 
-	kvb_progress_start(&p, sb_rows[op].label, c->o.lookups);
+	cli_progress_start(&p, sb_rows[op].label, c->o.lookups);
 	t0 = kvb_now();
 	for (i = 0; i < c->o.lookups; i++) {
 		rc = kv_store_lookup(c->st, c->ns, keys[i]);
@@ -448,7 +448,7 @@ static int sb_lookup_kvfs(struct sb_ctx *c, enum sb_op op)
 	}
 	c->r[op].kvfs = kvb_rate(i, kvb_now() - t0);
 	c->r[op].n = i;
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (i == c->o.lookups)
 		return 0;
 	rc = rc < 0 ? rc : kvb_stop ? -EINTR : -EIO;
@@ -464,11 +464,11 @@ static int sb_lookup_rocks(struct sb_ctx *c, enum sb_op op)
 	    op == SB_HIT ? c->hit_keys : c->miss_keys;
 	int want = op == SB_HIT ? 0 : -ENOENT;
 	struct kv_block_rec rec;
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0, i;
 	int rc = 0;
 
-	kvb_progress_start(&p, "baseline: lookups", c->o.lookups);
+	cli_progress_start(&p, "baseline: lookups", c->o.lookups);
 	t0 = kvb_now();
 	for (i = 0; i < c->o.lookups; i++) {
 		rc = kv_index_get_block(c->ix, c->ns, keys[i], &rec);
@@ -479,7 +479,7 @@ static int sb_lookup_rocks(struct sb_ctx *c, enum sb_op op)
 		kvb_progress(&p, i);
 	}
 	c->r[op].rocks = kvb_rate(i, kvb_now() - t0);
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (i == c->o.lookups)
 		return 0;
 	rc = rc < 0 && rc != -ENOENT ? rc : kvb_stop ? -EINTR : -EIO;
@@ -513,11 +513,11 @@ static long sb_match_one(struct sb_ctx *c, uint64_t j, bool leased)
 static int sb_match_kvfs(struct sb_ctx *c, enum sb_op op)
 {
 	bool leased = op == SB_MATCH_LEASE;
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0, j;
 	long n = 0;
 
-	kvb_progress_start(&p, sb_rows[op].label, c->nmatch);
+	cli_progress_start(&p, sb_rows[op].label, c->nmatch);
 	t0 = kvb_now();
 	for (j = 0; j < c->nmatch; j++) {
 		n = sb_match_one(c, j, leased);
@@ -527,7 +527,7 @@ static int sb_match_kvfs(struct sb_ctx *c, enum sb_op op)
 	}
 	c->r[op].kvfs = kvb_rate(j, kvb_now() - t0);
 	c->r[op].n = j;
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (j == c->nmatch)
 		return 0;
 	n = n < 0 ? n : kvb_stop && n == SB_CHAIN ? -EINTR : -EIO;
@@ -556,11 +556,11 @@ static long sb_walk_rocks(struct sb_ctx *c, uint64_t j)
 
 static int sb_match_rocks(struct sb_ctx *c)
 {
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint64_t t0, j;
 	long n = 0;
 
-	kvb_progress_start(&p, "baseline: match 32", c->nmatch);
+	cli_progress_start(&p, "baseline: match 32", c->nmatch);
 	t0 = kvb_now();
 	for (j = 0; j < c->nmatch; j++) {
 		n = sb_walk_rocks(c, j);
@@ -570,7 +570,7 @@ static int sb_match_rocks(struct sb_ctx *c)
 	}
 	c->r[SB_MATCH].rocks = kvb_rate(j, kvb_now() - t0);
 	c->r[SB_MATCH_LEASE].rocks = c->r[SB_MATCH].rocks;
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (j == c->nmatch)
 		return 0;
 	n = n < 0 ? n : kvb_stop && n == SB_CHAIN ? -EINTR : -EIO;
@@ -583,12 +583,12 @@ static int sb_match_rocks(struct sb_ctx *c)
 
 static int sb_getput(struct sb_ctx *c)
 {
-	struct kvb_progress p;
+	struct cli_progress p;
 	struct kv_ref ref;
 	uint64_t t0, i;
 	int rc = 0;
 
-	kvb_progress_start(&p, "get+put", c->o.lookups);
+	cli_progress_start(&p, "get+put", c->o.lookups);
 	t0 = kvb_now();
 	for (i = 0; i < c->o.lookups; i++) {
 		rc = kv_store_get(c->st, c->ns, c->hit_keys[i], &ref);
@@ -605,7 +605,7 @@ static int sb_getput(struct sb_ctx *c)
 	c->r[SB_GETPUT].n = i;
 	/* RocksDB has no reference to take: its cost is the same read */
 	c->r[SB_GETPUT].rocks = c->r[SB_HIT].rocks;
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (i == c->o.lookups)
 		return 0;
 	rc = rc ? rc : -EINTR;
@@ -726,8 +726,8 @@ static void sb_report_table(const struct sb_ctx *c, const char *cpu)
 
 		snprintf(ratio, sizeof(ratio), "%.2fx", sb_ratio(r));
 		printf("%-18s %14s %14s %8s  %-16s %s\n", w->label,
-		       kvb_fmt_count(a, sizeof(a), r->kvfs),
-		       kvb_fmt_count(b, sizeof(b), r->rocks), ratio,
+		       cli_fmt_count(a, sizeof(a), r->kvfs),
+		       cli_fmt_count(b, sizeof(b), r->rocks), ratio,
 		       w->target ? w->target : "-",
 		       w->target ? (pass ? "PASS" : "MISS") : "-");
 		targets += w->target != NULL;

@@ -69,7 +69,10 @@ void kvb_xfer_usage(FILE *f)
 	      "Fetch throughput between two transfer engines on loopback,\n"
 	      "beside a plain TCP socket copy of the same bytes.\n"
 	      "\n"
-	      "  -s, --size BYTES[,BYTES...]  block sizes (default 2m,32m)\n"
+	      "  -s, --size BYTES[,BYTES...]  block sizes, each a multiple of "
+	      "4096 with\n"
+	      "                      a K, M or G suffix allowed (default "
+	      "2M,32M)\n"
 	      "  -n, --blocks N      blocks per round (default 512 MiB worth)\n"
 	      "  -r, --rounds N      rounds; figures are medians (default 5)\n"
 	      "  -t, --transport T   auto, tcp or rdma (default auto)\n"
@@ -89,20 +92,19 @@ static int parse_sizes(const char *arg, struct xf_opts *o)
 	for (tok = strtok_r(copy, ",", &save); tok && rc == 0;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (o->nsizes == sizeof(o->sizes) / sizeof(o->sizes[0])) {
-			rc = kvb_usage_error(XF_CMD, "at most 8 sizes");
+			rc = cli_usage_error(XF_CMD, "at most 8 sizes");
 			break;
 		}
-		rc = kvb_parse_u64(XF_CMD, "--size", tok, 4096, 1ull << 30,
-				   true, &o->sizes[o->nsizes]);
+		rc = cli_parse_size(XF_CMD, "--size", tok, 4096, 1ull << 30,
+				    &o->sizes[o->nsizes]);
 		if (rc == 0 && o->sizes[o->nsizes] % 4096)
-			rc = kvb_usage_error(XF_CMD,
-					     "--size %s: not a multiple of 4096",
-					     tok);
+			rc = cli_usage_error(
+			    XF_CMD, "--size %s: not a multiple of 4096", tok);
 		o->nsizes++;
 	}
 	free(copy);
 	if (rc == 0 && o->nsizes == 0)
-		rc = kvb_usage_error(XF_CMD, "--size: no size given");
+		rc = cli_usage_error(XF_CMD, "--size: no size given");
 	return rc ? -EINVAL : 0;
 }
 
@@ -132,18 +134,18 @@ static int xf_parse(int argc, char **argv, struct xf_opts *o)
 				return KVB_EXIT_USAGE;
 			break;
 		case 'n':
-			if (kvb_parse_u64(XF_CMD, "--blocks", optarg, 1, 4096,
-					  false, &o->blocks) < 0)
+			if (cli_parse_u64(XF_CMD, "--blocks", optarg, 1, 4096,
+					  &o->blocks) < 0)
 				return KVB_EXIT_USAGE;
 			break;
 		case 'r':
-			if (kvb_parse_u64(XF_CMD, "--rounds", optarg, 1, 1000,
-					  false, &o->rounds) < 0)
+			if (cli_parse_u64(XF_CMD, "--rounds", optarg, 1, 1000,
+					  &o->rounds) < 0)
 				return KVB_EXIT_USAGE;
 			break;
 		case 't':
 			if (kv_transport_parse(optarg, &o->transport) < 0)
-				return kvb_usage_error(XF_CMD,
+				return cli_usage_error(XF_CMD,
 						       "bad --transport '%s' "
 						       "(auto, tcp or rdma)",
 						       optarg);
@@ -155,11 +157,11 @@ static int xf_parse(int argc, char **argv, struct xf_opts *o)
 			kvb_xfer_usage(stdout);
 			return KVB_EXIT_OK;
 		default:
-			return kvb_bad_option(XF_CMD, c, argv);
+			return cli_bad_option(XF_CMD, c, argv);
 		}
 	}
 	if (optind < argc)
-		return kvb_usage_error(XF_CMD, "unexpected argument '%s'",
+		return cli_usage_error(XF_CMD, "unexpected argument '%s'",
 				       argv[optind]);
 	return -1;
 }
@@ -444,7 +446,7 @@ static int run_size(const struct xf_opts *o, uint64_t size,
 	uint64_t *te = calloc(o->rounds, sizeof(*te));
 	uint64_t *ts = calloc(o->rounds, sizeof(*ts));
 	struct xf_node a = {0}, b = {0};
-	struct kvb_progress p;
+	struct cli_progress p;
 	uint8_t secret[32];
 	char sz[32];
 	int rc;
@@ -470,14 +472,14 @@ static int run_size(const struct xf_opts *o, uint64_t size,
 	if (rc == 0)
 		rc = fill(&a, n, size);
 	kvb_fmt_size(sz, sizeof(sz), size);
-	kvb_progress_start(&p, sz, o->rounds);
+	cli_progress_start(&p, sz, o->rounds);
 	for (uint64_t k = 0; rc == 0 && k < o->rounds && !kvb_stop; k++) {
 		rc = engine_round(&a, &b, n, size, k == 0, &te[k]);
 		if (rc == 0)
 			rc = socket_round(&a, &b, n, size, &ts[k]);
-		kvb_progress_draw(&p, k + 1);
+		cli_progress_draw(&p, k + 1);
 	}
-	kvb_progress_end(&p);
+	cli_progress_end(&p);
 	if (rc == 0 && kvb_stop)
 		rc = -EINTR;
 	if (rc == 0) {

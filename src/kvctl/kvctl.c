@@ -14,11 +14,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/cli.h"
 #include "src/common/probe.h"
 #include "src/common/hash.h"
 #include "src/kvctl/kvctl.h"
@@ -26,6 +28,8 @@
 #include "src/common/tokens.h"
 
 const char *kvctl_target;
+const char *kvctl_cmd;
+static const char *opt_mount, *opt_socket;
 
 static int cmd_hash(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
@@ -77,22 +81,12 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* the second line of every usage error, so the message itself stays one */
-int kvctl_usage_error(const char *cmd)
-{
-	if (cmd)
-		fprintf(stderr, "Try 'kvctl %s --help'.\n", cmd);
-	else
-		fputs("Try 'kvctl --help'.\n", stderr);
-	return EXIT_USAGE;
-}
-
 /* stdout is where the answer goes: a lost write must not exit 0 */
 int kvctl_flush_stdout(void)
 {
 	if (fflush(stdout) == 0 && !ferror(stdout))
 		return 0;
-	kvfs_err("writing output: %s", strerror(errno));
+	cli_fail(kvctl_cmd, errno, "writing output");
 	return 1;
 }
 
@@ -125,21 +119,6 @@ static void hash_usage(FILE *f)
 	      f);
 }
 
-/* strict decimal: strtoul alone would take "-1", " 4" and "0x10" */
-static int parse_block_tokens(const char *s, uint32_t *out)
-{
-	unsigned long long v = 0;
-	size_t len = strlen(s);
-
-	if (len == 0 || len > 10 || strspn(s, "0123456789") != len)
-		return -EINVAL;
-	v = strtoull(s, NULL, 10);
-	if (v < 1 || v > KVFS_BLOCK_TOKENS_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 /* why kvfs_ns_valid() refused ns, in words; the rules are in hash.h */
 static const char *ns_problem(const char *ns)
 {
@@ -154,18 +133,6 @@ static const char *ns_problem(const char *ns)
 	return "not a namespace name";
 }
 
-/* optopt names a bad short option even inside a group such as "-jq" */
-static int bad_option(int c, const char *arg, const char *cmd)
-{
-	if (c == ':')
-		kvfs_err("option '%s' needs an argument", arg);
-	else if (optopt)
-		kvfs_err("unknown option '-%c'", optopt);
-	else
-		kvfs_err("unknown option '%s'", arg);
-	return kvctl_usage_error(cmd);
-}
-
 /* returns -1 to go on, else the exit status */
 static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 {
@@ -177,6 +144,7 @@ static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 	    {NULL, 0, NULL, 0},
 	};
 	const char *bt = NULL;
+	uint64_t v;
 	int c;
 
 	opterr = 0; /* errors go through log.h, one format for all */
@@ -195,24 +163,20 @@ static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 			hash_usage(stdout);
 			return kvctl_flush_stdout();
 		default:
-			return bad_option(c, argv[optind - 1], "hash");
+			return cli_bad_option("hash", c, argv);
 		}
 	}
-	if (!o->ns || !bt) {
-		kvfs_err("missing %s",
-			 !o->ns ? "--namespace" : "--block-tokens");
-		return kvctl_usage_error("hash");
-	}
-	if (kvfs_ns_valid(o->ns)) {
-		kvfs_err("bad namespace \"%.64s\": %s", o->ns,
-			 ns_problem(o->ns));
-		return kvctl_usage_error("hash");
-	}
-	if (parse_block_tokens(bt, &o->block_tokens)) {
-		kvfs_err("bad --block-tokens \"%s\": need 1..%u", bt,
-			 KVFS_BLOCK_TOKENS_MAX);
-		return kvctl_usage_error("hash");
-	}
+	if (!o->ns || !bt)
+		return cli_usage_error("hash", "missing %s",
+				       !o->ns ? "--namespace"
+					      : "--block-tokens");
+	if (kvfs_ns_valid(o->ns))
+		return cli_usage_error("hash", "bad namespace \"%.64s\": %s",
+				       o->ns, ns_problem(o->ns));
+	if (cli_parse_u64("hash", "--block-tokens", bt, 1,
+			  KVFS_BLOCK_TOKENS_MAX, &v))
+		return EXIT_USAGE;
+	o->block_tokens = (uint32_t)v;
 	return -1;
 }
 
@@ -228,8 +192,10 @@ static int hash_read_tokens(int argc, char **argv, uint32_t **tok, size_t *n)
 		rc = kvfs_tokens_parse(argv[i], tok, n, err, sizeof(err));
 	if (!rc)
 		return 0;
-	kvfs_err("%s", err);
-	return rc == -EINVAL ? EXIT_USAGE : 1;
+	if (rc == -EINVAL)
+		return cli_usage_error("hash", "%s", err);
+	cli_fail("hash", 0, "%s", err);
+	return 1;
 }
 
 /* length of the valid UTF-8 sequence at p (1..4), or 0 if there is none */
@@ -313,12 +279,13 @@ static int hash_run(const struct hash_opts *o, const uint32_t *tok, size_t ntok)
 
 	names = calloc(count ? count : 1, sizeof(*names));
 	if (!names) {
-		kvfs_err("out of memory for %zu block names", count);
+		cli_fail("hash", 0, "out of memory for %zu block names",
+			 count);
 		return 1;
 	}
 	rc = kvfs_hash_chain(o->ns, o->block_tokens, tok, ntok, names, count);
 	if (rc < 0) {
-		kvfs_err("hashing failed: %s", strerror((int)-rc));
+		cli_fail("hash", (int)rc, "hashing failed");
 		free(names);
 		return 1;
 	}
@@ -362,14 +329,14 @@ static void print_probe(const char *what, int (*probe)(char *, size_t))
 
 static int cmd_version(int argc, char **argv)
 {
-	const char *built = kvfs_features_built();
-
-	if (argc > 1) {
-		kvfs_err("version takes no arguments");
-		return kvctl_usage_error(NULL);
+	if (argc > 1 && cli_is_help(argv[1])) {
+		puts("usage: kvctl version\n"
+		     "print the version and optional features");
+		return kvctl_flush_stdout();
 	}
-	printf("kvctl (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
-	printf("features: %s\n", built && *built ? built : "none");
+	if (argc > 1)
+		return cli_usage_error("version", "takes no arguments");
+	cli_version(stdout);
 	print_probe("rdma:", kvfs_rdma_probe);
 	print_probe("cuda:", kvfs_cuda_probe);
 	return kvctl_flush_stdout();
@@ -387,8 +354,7 @@ static const struct kvctl_cmd *find_cmd(const char *name)
 
 static int unknown_cmd(const char *name)
 {
-	kvfs_err("unknown command \"%s\"", name);
-	return kvctl_usage_error(NULL);
+	return cli_usage_error(NULL, "unknown command \"%s\"", name);
 }
 
 /* "kvctl help CMD" is "kvctl CMD --help", so each help text lives once */
@@ -398,7 +364,7 @@ static int cmd_help(int argc, char **argv)
 	char help_opt[] = "--help";
 	char *sub[3] = {NULL, help_opt, NULL};
 
-	if (argc < 2) {
+	if (argc < 2 || cli_is_help(argv[1])) {
 		usage(stdout);
 		return kvctl_flush_stdout();
 	}
@@ -410,8 +376,68 @@ static int cmd_help(int argc, char **argv)
 		return kvctl_flush_stdout();
 	}
 	sub[0] = argv[1];
-	optind = 0;	/* GNU getopt: the command parses afresh */
+	optind = 0; /* GNU getopt: the command parses afresh */
 	return cmd->fn(2, sub);
+}
+
+int kvctl_set_target(const char *cmd, int c, const char *arg)
+{
+	if (c == 'm')
+		opt_mount = arg;
+	else
+		opt_socket = arg;
+	if (opt_mount && opt_socket)
+		return cli_usage_error(
+		    cmd, "-m and -s both name the daemon: give one");
+	kvctl_target = arg;
+	return -1;
+}
+
+/* the mount points of kvfs file systems: fuse.kvfs in /proc/mounts */
+static int kvfs_mounts(char found[2][PATH_MAX], int *n)
+{
+	char line[2 * PATH_MAX], dev[256], mnt[PATH_MAX], type[64];
+	FILE *f = fopen("/proc/mounts", "re");
+
+	*n = 0;
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		/* octal escapes (\040) in the path are left as they are */
+		if (sscanf(line, "%255s %4095s %63s", dev, mnt, type) != 3 ||
+		    strcmp(type, "fuse.kvfs"))
+			continue;
+		if (*n < 2)
+			snprintf(found[*n], PATH_MAX, "%s", mnt);
+		(*n)++;
+	}
+	fclose(f);
+	return 0;
+}
+
+int kvctl_find_target(void)
+{
+	static char one[PATH_MAX];
+	char found[2][PATH_MAX];
+	int n, rc;
+
+	if (kvctl_target)
+		return 0;
+	rc = kvfs_mounts(found, &n);
+	if (rc == 0 && n == 1) {
+		snprintf(one, sizeof(one), "%s", found[0]);
+		kvctl_target = one;
+		return 0;
+	}
+	if (n > 1)
+		return cli_usage_error(kvctl_cmd,
+				       "%d kvfs mounts (%s, %s%s): say which "
+				       "with -m MOUNT or -s SOCKET",
+				       n, found[0], found[1],
+				       n > 2 ? ", ..." : "");
+	return cli_usage_error(kvctl_cmd,
+			       "no daemon given and no kvfs mounted: use -m "
+			       "MOUNT, -s SOCKET or set KVFS_SOCKET");
 }
 
 /*
@@ -428,8 +454,7 @@ static int global_getopt(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *mount = NULL, *sock = NULL;
-	int c;
+	int c, rc;
 
 	opterr = 0;
 	/* '+': stop at the command, whose options are its own */
@@ -437,26 +462,24 @@ static int global_getopt(int argc, char **argv)
 	       -1) {
 		switch (c) {
 		case 'm':
-			mount = optarg;
-			break;
 		case 's':
-			sock = optarg;
+			rc = kvctl_set_target(NULL, c, optarg);
+			if (rc >= 0)
+				return rc;
 			break;
 		case 'h':
 			return cmd_help(1, argv);
 		case 'V':
 			return cmd_version(1, argv);
 		default:
-			return bad_option(c, argv[optind - 1], NULL);
+			return cli_bad_option(NULL, c, argv);
 		}
 	}
-	if (mount && sock) {
-		kvfs_err("-m and -s both name the daemon: give one");
-		return kvctl_usage_error(NULL);
+	if (!kvctl_target) {
+		kvctl_target = getenv("KVFS_SOCKET");
+		if (kvctl_target && !*kvctl_target)
+			kvctl_target = NULL;
 	}
-	kvctl_target = mount ? mount : sock ? sock : getenv("KVFS_SOCKET");
-	if (kvctl_target && !*kvctl_target)
-		kvctl_target = NULL;
 	return -1;
 }
 
@@ -465,6 +488,7 @@ int main(int argc, char **argv)
 	const struct kvctl_cmd *cmd;
 	int rc;
 
+	cli_init("kvctl");
 	kvfs_log_init("kvctl", KVFS_LOG_WARN);
 	if (argc < 2) {
 		usage(stderr);
@@ -473,13 +497,12 @@ int main(int argc, char **argv)
 	rc = global_getopt(argc, argv);
 	if (rc >= 0)
 		return rc;
-	if (optind >= argc) {
-		kvfs_err("missing command");
-		return kvctl_usage_error(NULL);
-	}
+	if (optind >= argc)
+		return cli_usage_error(NULL, "missing command");
 	cmd = find_cmd(argv[optind]);
 	if (!cmd)
 		return unknown_cmd(argv[optind]);
+	kvctl_cmd = cmd->name;
 	argc -= optind;
 	argv += optind;
 	optind = 0;	/* GNU getopt: the command parses afresh */

@@ -13,7 +13,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define EXIT_USAGE 2
+#include "src/common/cli.h"
+
+#define EXIT_USAGE CLI_EXIT_USAGE
 
 struct kvctl_cmd {
 	const char *name;
@@ -22,14 +24,23 @@ struct kvctl_cmd {
 };
 
 /*
- * The daemon to talk to: -s SOCKET or -m MOUNT from the command line,
- * else $KVFS_SOCKET; NULL when none was given.  Set by main before the
- * command runs.
+ * The daemon to talk to: -s SOCKET or -m MOUNT from the command line
+ * (before or after the command), else $KVFS_SOCKET, else the one kvfs
+ * mounted (kvctl_find_target); NULL until one is known.
  */
 extern const char *kvctl_target;
+/* the command running, for messages ("kvctl status: ..."); NULL: none */
+extern const char *kvctl_cmd;
 
-/* "Try 'kvctl CMD --help'." on stderr; returns EXIT_USAGE */
-int kvctl_usage_error(const char *cmd);
+/* -m (c 'm') or -s (c 's') ARG: -1 to go on, else EXIT_USAGE (both
+ * given) */
+int kvctl_set_target(const char *cmd, int c, const char *arg);
+/*
+ * Make sure kvctl_target is set: with none given, the one fuse.kvfs mount
+ * in /proc/mounts.  0, or EXIT_USAGE with one line that names what was
+ * found (none, or several mounts).
+ */
+int kvctl_find_target(void);
 /* flush stdout; 1 (after one error line) when the output was lost */
 int kvctl_flush_stdout(void);
 

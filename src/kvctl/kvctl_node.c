@@ -23,10 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/cli.h"
 #include "src/common/ctl_client.h"
 #include "src/common/ctlproto.h"
 #include "src/common/hash.h"
 #include "src/common/json.h"
+#include "src/common/node_id.h"
 #include "src/kvctl/kvctl.h"
 #include "src/common/log.h"
 #include "src/common/tokens.h"
@@ -147,58 +149,22 @@ static const struct node_help *find_help(const char *name)
 	return NULL;
 }
 
-/* strict decimal min..max: strtoul alone would take "-1" and " 4" */
-static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *v)
-{
-	size_t len = strlen(s);
-	uint64_t x = 0;
-
-	if (len == 0 || len > 20 || strspn(s, "0123456789") != len)
-		return -EINVAL;
-	for (size_t i = 0; i < len; i++) {
-		uint64_t d = (uint64_t)(s[i] - '0');
-
-		if (x > (UINT64_MAX - d) / 10)
-			return -EINVAL;
-		x = x * 10 + d;
-	}
-	if (x < min || x > max)
-		return -EINVAL;
-	*v = x;
-	return 0;
-}
-
 static int opt_value(struct nopts *o, int c, const char *arg)
 {
 	uint64_t v;
 
 	if (c == 'L') {
-		if (parse_u64(arg, 1, CTLP_LEASE_MS_MAX, &v)) {
-			kvfs_err("bad --lease \"%s\": need 1..%u ms", arg,
-				 CTLP_LEASE_MS_MAX);
-			return kvctl_usage_error(o->cmd);
-		}
+		if (cli_parse_u64(o->cmd, "--lease", arg, 1, CTLP_LEASE_MS_MAX,
+				  &v))
+			return EXIT_USAGE;
 		o->lease_ms = (uint32_t)v;
 	} else {
-		if (parse_u64(arg, 1, KVFS_BLOCK_TOKENS_MAX, &v)) {
-			kvfs_err("bad --block-tokens \"%s\": need 1..%u", arg,
-				 KVFS_BLOCK_TOKENS_MAX);
-			return kvctl_usage_error(o->cmd);
-		}
+		if (cli_parse_u64(o->cmd, "--block-tokens", arg, 1,
+				  KVFS_BLOCK_TOKENS_MAX, &v))
+			return EXIT_USAGE;
 		o->block_tokens = (uint32_t)v;
 	}
 	return -1;
-}
-
-static int bad_option(const struct nopts *o, int c, const char *arg)
-{
-	if (c == ':')
-		kvfs_err("option '%s' needs an argument", arg);
-	else if (c == '?' && optopt)
-		kvfs_err("unknown option '-%c'", optopt);
-	else
-		kvfs_err("unknown option '%s'", arg);
-	return kvctl_usage_error(o->cmd);
 }
 
 static const struct option all_longopts[] = {
@@ -208,6 +174,8 @@ static const struct option all_longopts[] = {
     {"lease", required_argument, NULL, 'L'},
     {"block-tokens", required_argument, NULL, 'b'},
     {"node", required_argument, NULL, 'N'},
+    {"mount", required_argument, NULL, 'm'},
+    {"socket", required_argument, NULL, 's'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -243,10 +211,12 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 {
 	const struct node_help *h = find_help(help_name);
 	struct option lo[NLONGOPTS];
-	char optstr[2 * NLONGOPTS + 2];
+	char optstr[2 * NLONGOPTS + 2], all[16];
 	int c, rc;
 
-	build_opts(allowed ? allowed : h->allowed, optstr, lo);
+	/* -m/-s may follow the command too: "kvctl status -m MNT" */
+	snprintf(all, sizeof(all), "%sms", allowed ? allowed : h->allowed);
+	build_opts(all, optstr, lo);
 	o->lease_ms = PIN_LEASE_MS;
 	o->block_tokens = NS_BLOCK_TOKENS;
 	opterr = 0;
@@ -268,6 +238,12 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 		case 'N':
 			o->node = optarg;
 			break;
+		case 'm':
+		case 's':
+			rc = kvctl_set_target(o->cmd, c, optarg);
+			if (rc >= 0)
+				return rc;
+			break;
 		case 'L':
 		case 'b':
 			rc = opt_value(o, c, optarg);
@@ -275,7 +251,7 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 				return rc;
 			break;
 		default:
-			return bad_option(o, c, argv[optind - 1]);
+			return cli_bad_option(o->cmd, c, argv);
 		}
 	}
 	return -1;
@@ -284,12 +260,10 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 static int want_operands(const struct nopts *o, int have, int min, int max)
 {
 	if (have < min) {
-		kvfs_err("%s: missing operand", o->cmd);
-		return kvctl_usage_error(o->cmd);
+		return cli_usage_error(o->cmd, "missing operand");
 	}
 	if (max >= 0 && have > max) {
-		kvfs_err("%s: too many operands", o->cmd);
-		return kvctl_usage_error(o->cmd);
+		return cli_usage_error(o->cmd, "too many operands");
 	}
 	return -1;
 }
@@ -302,8 +276,7 @@ static int bad_ns(const struct nopts *o, const char *ns)
 			  : ns[0] == '.' ? "starts with '.' (reserved)"
 					 : "contains '/'";
 
-	kvfs_err("bad namespace \"%.64s\": %s", ns, why);
-	return kvctl_usage_error(o->cmd);
+	return cli_usage_error(o->cmd, "bad namespace \"%.64s\": %s", ns, why);
 }
 
 static int check_ns(const struct nopts *o, const char *ns)
@@ -316,8 +289,8 @@ static int check_hash(const struct nopts *o, const char *s,
 {
 	if (kvfs_hash_from_hex(s, h) == 0)
 		return -1;
-	kvfs_err("bad hash \"%.70s\": need 64 lowercase hex digits", s);
-	return kvctl_usage_error(o->cmd);
+	return cli_usage_error(
+	    o->cmd, "bad hash \"%.70s\": need 64 lowercase hex digits", s);
 }
 
 /* ---- talking to the daemon ----------------------------------------- */
@@ -325,14 +298,13 @@ static int check_hash(const struct nopts *o, const char *s,
 static int node_connect(struct kvfs_ctl **c)
 {
 	char err[600];
+	int rc;
 
-	if (!kvctl_target) {
-		kvfs_err("no daemon given: use -m MOUNT, -s SOCKET or set "
-			 "KVFS_SOCKET");
-		return kvctl_usage_error(NULL);
-	}
+	rc = kvctl_find_target();
+	if (rc)
+		return rc;
 	if (kvfs_ctl_connect(kvctl_target, c, err, sizeof(err)) < 0) {
-		kvfs_err("%s", err);
+		cli_fail(kvctl_cmd, 0, "%s", err);
 		return 1;
 	}
 	return 0;
@@ -351,7 +323,7 @@ static int node_call(struct kvfs_ctl *c, const char *req, struct kvfs_json **j,
 		free(*raw);
 		*raw = NULL;
 	}
-	kvfs_err("%s", err);
+	cli_fail(kvctl_cmd, 0, "%s", err);
 	return 1;
 }
 
@@ -386,7 +358,7 @@ static char *req_ns(const char *verb, const char *ns, const char *more)
 	if (more)
 		kvfs_buf_puts(&b, more);
 	if (kvfs_buf_finish(&b, &out, NULL) < 0) {
-		kvfs_err("out of memory");
+		cli_fail(kvctl_cmd, 0, "out of memory");
 		return NULL;
 	}
 	return out;
@@ -439,7 +411,7 @@ static int ls_page(struct kvfs_ctl *c, const struct nopts *o, const char *ns,
 	if (!kvfs_json_true(kvfs_json_get(j, "end")) &&
 	    (kvfs_json_u64(kvfs_json_get(j, "next"), &next) ||
 	     next <= *cursor)) {
-		kvfs_err("ls: the daemon's cursor did not advance");
+		cli_fail(kvctl_cmd, 0, "the daemon's cursor did not advance");
 		rc = 1;
 	}
 	*cursor = next;
@@ -526,13 +498,13 @@ static void chain_free(struct chain *ch)
 static int chain_room(struct chain *ch, size_t n)
 {
 	if (n > CTLP_HASHES_MAX) {
-		kvfs_err("%zu blocks: at most %u go in one request", n,
+		cli_fail(kvctl_cmd, 0, "%zu blocks: at most %u go in one request", n,
 			 CTLP_HASHES_MAX);
 		return EXIT_USAGE;
 	}
 	ch->h = calloc(n ? n : 1, KVFS_HASH_LEN);
 	if (!ch->h) {
-		kvfs_err("out of memory");
+		cli_fail(kvctl_cmd, 0, "out of memory");
 		return 1;
 	}
 	return 0;
@@ -560,7 +532,7 @@ static int chain_names(const struct nopts *o, int argc, char **argv,
 	       b.len < STDIN_MAX)
 		kvfs_buf_add(&b, chunk, got);
 	if (ferror(stdin) || b.err || b.len >= STDIN_MAX) {
-		kvfs_err("reading block names from stdin: %s",
+		cli_fail(kvctl_cmd, 0, "reading block names from stdin: %s",
 			 b.len >= STDIN_MAX ? "too long" : strerror(errno));
 		kvfs_buf_release(&b);
 		return 1;
@@ -589,7 +561,7 @@ static int chain_tokens(int argc, char **argv, struct chain *ch)
 				       sizeof(err));
 	if (!rc)
 		return 0;
-	kvfs_err("%s", err);
+	cli_fail(kvctl_cmd, 0, "%s", err);
 	return rc == -EINVAL ? EXIT_USAGE : 1;
 }
 
@@ -614,7 +586,7 @@ static int ns_block_tokens(struct kvfs_ctl *c, const char *ns, uint32_t *bt)
 		rc = *bt ? 0 : 1;
 	}
 	if (rc)
-		kvfs_err("unknown namespace \"%.255s\"", ns);
+		cli_fail(kvctl_cmd, 0, "unknown namespace \"%.255s\"", ns);
 	kvfs_buf_release(&want);
 	kvfs_json_free(j);
 	return rc;
@@ -634,7 +606,7 @@ static int chain_hash(struct kvfs_ctl *c, const char *ns, struct chain *ch)
 	n = kvfs_hash_chain(ns, ch->block_tokens, ch->tok, ch->ntok, ch->h,
 			    ch->ntok / ch->block_tokens);
 	if (n < 0) {
-		kvfs_err("hashing failed: %s", strerror((int)-n));
+		cli_fail(kvctl_cmd, 0, "hashing failed: %s", strerror((int)-n));
 		return 1;
 	}
 	ch->n = (size_t)n;
@@ -675,7 +647,7 @@ static int prefix_cmd(int argc, char **argv, struct nopts *o, struct chain *ch,
 	    kvfs_ctl_prefix_req(&b, pin ? "pin" : "lookup", ns,
 				pin ? (long)o->lease_ms : -1,
 				(const uint8_t(*)[32])ch->h, ch->n) < 0) {
-		kvfs_err("out of memory");
+		cli_fail(kvctl_cmd, 0, "out of memory");
 		rc = 1;
 	}
 	if (!rc)
@@ -705,7 +677,8 @@ int kvctl_lookup(int argc, char **argv)
 	int rc;
 
 	rc = prefix_cmd(argc, argv, &o, &ch, &j);
-	if (!rc && !o.json)
+	/* no response: --help was asked for */
+	if (!rc && j && !o.json)
 		print_cached(&ch, kvctl_jnum(j, "count"), o.tokens);
 	kvfs_json_free(j);
 	chain_free(&ch);
@@ -720,7 +693,7 @@ int kvctl_pin(int argc, char **argv)
 	int rc;
 
 	rc = prefix_cmd(argc, argv, &o, &ch, &j);
-	if (!rc && !o.json) {
+	if (!rc && j && !o.json) {
 		printf("lease     %s\n", kvctl_jstr(j, "lease"));
 		printf("pinned    %llu of %zu blocks for %u ms\n",
 		       (unsigned long long)kvctl_jnum(j, "count"), ch.n,
@@ -735,10 +708,10 @@ int kvctl_pin(int argc, char **argv)
 
 static int lease_arg(const struct nopts *o, const char *s, uint64_t *lease)
 {
-	if (parse_u64(s, 1, UINT64_MAX, lease) == 0)
-		return -1;
-	kvfs_err("bad lease \"%.40s\": need a lease id from kvctl pin", s);
-	return kvctl_usage_error(o->cmd);
+	/* cli_parse_u64 says what is wrong with it */
+	if (cli_parse_u64(o->cmd, "lease", s, 1, UINT64_MAX, lease))
+		return EXIT_USAGE;
+	return -1;
 }
 
 int kvctl_unpin(int argc, char **argv)
@@ -910,8 +883,7 @@ int kvctl_ns(int argc, char **argv)
 
 		if (rc >= 0)
 			return rc;
-		kvfs_err("ns: missing list, create or rm");
-		return kvctl_usage_error("ns");
+		return cli_usage_error("ns", "missing list, create or rm");
 	}
 	if (!strcmp(argv[1], "list"))
 		return ns_list(argc - 1, argv + 1);
@@ -919,8 +891,8 @@ int kvctl_ns(int argc, char **argv)
 		return ns_create(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "rm"))
 		return ns_rm(argc - 1, argv + 1);
-	kvfs_err("ns: unknown verb \"%.32s\" (list, create or rm)", argv[1]);
-	return kvctl_usage_error("ns");
+	return cli_usage_error(
+	    "ns", "unknown verb \"%.32s\" (list, create or rm)", argv[1]);
 }
 
 /* ---- cluster: nodes, prefetch -------------------------------------- */
@@ -963,6 +935,73 @@ int kvctl_nodes(int argc, char **argv)
 	return rc ? rc : kvctl_flush_stdout();
 }
 
+/* the errno names a prefetch may meet; others print as their number */
+static const char *errno_name(int e)
+{
+	static const struct {
+		int e;
+		const char *name;
+	} names[] = {
+	    {ENOENT, "ENOENT"},
+	    {EIO, "EIO"},
+	    {ENXIO, "ENXIO"},
+	    {ENOMEM, "ENOMEM"},
+	    {EBUSY, "EBUSY"},
+	    {EEXIST, "EEXIST"},
+	    {EINVAL, "EINVAL"},
+	    {ENOSPC, "ENOSPC"},
+	    {EAGAIN, "EAGAIN"},
+	    {EPIPE, "EPIPE"},
+	    {EPROTO, "EPROTO"},
+	    {EBADMSG, "EBADMSG"},
+	    {ENODATA, "ENODATA"},
+	    {ECONNREFUSED, "ECONNREFUSED"},
+	    {ECONNRESET, "ECONNRESET"},
+	    {ETIMEDOUT, "ETIMEDOUT"},
+	    {EHOSTUNREACH, "EHOSTUNREACH"},
+	    {ECANCELED, "ECANCELED"},
+	    {EINTR, "EINTR"},
+	    {ESHUTDOWN, "ESHUTDOWN"},
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].e == e)
+			return names[i].name;
+	return NULL;
+}
+
+/*
+ * prefetch -j: the daemon answers "ok":true with one errno number per
+ * block even when blocks are missing; kvctl prints its own line instead,
+ * ok only when every block is there, each error in words.
+ */
+static void prefetch_json(const struct kvfs_json *errs, uint64_t got, int argc,
+			  char **argv, size_t n)
+{
+	printf("{\"ok\":%s,\"count\":%llu,\"n\":%zu,\"blocks\":[",
+	       got == n ? "true" : "false", (unsigned long long)got, n);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t e = 0;
+		const char *name;
+
+		if (errs && i < errs->n)
+			kvfs_json_u64(&errs->kid[i], &e);
+		printf("%s{\"hash\":\"%s\"", i ? "," : "",
+		       argv[argc - (int)n + (int)i]);
+		if (!e) {
+			fputs(",\"ok\":true}", stdout);
+			continue;
+		}
+		name = errno_name((int)e);
+		printf(",\"ok\":false,\"error\":\"%s\",\"errno\":%llu",
+		       strerror((int)e), (unsigned long long)e);
+		if (name)
+			printf(",\"errno_name\":\"%s\"", name);
+		putchar('}');
+	}
+	puts("]}");
+}
+
 int kvctl_prefetch(int argc, char **argv)
 {
 	struct nopts o = {.cmd = "prefetch"};
@@ -971,6 +1010,7 @@ int kvctl_prefetch(int argc, char **argv)
 	const struct kvfs_json *errs;
 	uint8_t h[KVFS_HASH_LEN];
 	char *req, *tail = NULL, verb[80];
+	bool json;
 	int rc;
 
 	rc = node_getopt(argc, argv, "prefetch", NULL, &o);
@@ -980,13 +1020,8 @@ int kvctl_prefetch(int argc, char **argv)
 		rc = check_ns(&o, argv[optind]);
 	for (int i = optind + 1; rc < 0 && i < argc; i++)
 		rc = check_hash(&o, argv[i], h) < 0 ? -1 : EXIT_USAGE;
-	if (rc < 0 && o.node &&
-	    (!*o.node || strlen(o.node) > 63 ||
-	     strspn(o.node, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			    "0123456789._-") != strlen(o.node))) {
-		kvfs_err("bad node id \"%.64s\"", o.node);
-		rc = kvctl_usage_error(o.cmd);
-	}
+	if (rc < 0 && o.node && kv_node_id_valid(o.node) < 0)
+		rc = cli_usage_error(o.cmd, "bad node id \"%.64s\"", o.node);
 	if (rc >= 0)
 		return rc;
 	for (int i = optind + 1; i < argc; i++) {
@@ -994,13 +1029,16 @@ int kvctl_prefetch(int argc, char **argv)
 		kvfs_buf_puts(&more, argv[i]);
 	}
 	if (kvfs_buf_finish(&more, &tail, NULL) < 0) {
-		kvfs_err("out of memory");
+		cli_fail(kvctl_cmd, 0, "out of memory");
 		return 1;
 	}
 	/* "prefetch NODE NS HASH...": NODE "-" is the node we ask */
 	snprintf(verb, sizeof(verb), "prefetch %s", o.node ? o.node : "-");
 	req = req_ns(verb, argv[optind], tail);
 	free(tail);
+	/* the daemon's line is not printed as it came: see prefetch_json */
+	json = o.json;
+	o.json = false;
 	rc = req ? node_simple(&o, req, &j) : 1;
 	free(req);
 	if (!rc) {
@@ -1008,8 +1046,9 @@ int kvctl_prefetch(int argc, char **argv)
 		size_t n = (size_t)(argc - optind - 1);
 
 		errs = kvfs_json_get(j, "errors");
-		for (size_t i = 0; !o.json && errs && i < errs->n && i < n;
-		     i++) {
+		if (json)
+			prefetch_json(errs, got, argc, argv, n);
+		for (size_t i = 0; !json && errs && i < errs->n && i < n; i++) {
 			uint64_t e = 0;
 
 			kvfs_json_u64(&errs->kid[i], &e);
@@ -1017,7 +1056,7 @@ int kvctl_prefetch(int argc, char **argv)
 			       e ? strerror((int)e) : "ok");
 		}
 		if (got != n) {
-			kvfs_err("prefetch: %llu of %zu blocks are there",
+			cli_fail(kvctl_cmd, 0, "%llu of %zu blocks are there",
 				 (unsigned long long)got, n);
 			rc = 1;
 		}

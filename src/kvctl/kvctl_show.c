@@ -211,7 +211,7 @@ int kvctl_show_namespaces(const struct kvfs_json *l)
 		table_print(&t);
 	table_free(&t);
 	if (t.nomem)
-		kvfs_err("out of memory");
+		cli_fail(kvctl_cmd, 0, "out of memory");
 	return t.nomem;
 }
 
@@ -236,6 +236,25 @@ static void print_daemon(const struct kvfs_json *d)
 	putchar('\n');
 }
 
+/* where the pool lives and how big its file is, when the daemon says */
+static void print_pool_file(const struct kvfs_json *d)
+{
+	const char *path = kvfs_json_str(kvfs_json_get(d, "pool"));
+	char size[32], *p;
+
+	if (!path)
+		return;
+	p = kvctl_printable(path);
+	printf("pool file %s", p ? p : "?");
+	if (kvfs_json_get(d, "pool_bytes")) {
+		human_size(kvctl_jnum(d, "pool_bytes"), size, sizeof(size));
+		printf(", %s (%llu bytes)", size,
+		       (unsigned long long)kvctl_jnum(d, "pool_bytes"));
+	}
+	putchar('\n');
+	free(p);
+}
+
 void kvctl_show_status(const struct kvfs_json *j)
 {
 	const struct kvfs_json *s = kvfs_json_get(j, "stats");
@@ -244,6 +263,7 @@ void kvctl_show_status(const struct kvfs_json *j)
 	char a[32], b[32], c[32];
 
 	print_daemon(kvfs_json_get(j, "daemon"));
+	print_pool_file(kvfs_json_get(j, "daemon"));
 	human_size(kvctl_jnum(pool, "slot_size"), a, sizeof(a));
 	human_size(kvctl_jnum(pool, "bytes"), b, sizeof(b));
 	printf("pool      %llu slots of %s (%s), %llu free\n",
@@ -308,6 +328,6 @@ void kvctl_show_block(const char *ns, const struct kvfs_json *j)
 	       (unsigned long long)kvctl_jnum(j, "refs"), when,
 	       kvfs_json_str(kvfs_json_get(j, "parent"))
 		   ? kvctl_jstr(j, "parent")
-		   : "none (first block of its chain)");
+		   : "none recorded");
 	free(name);
 }

@@ -62,6 +62,10 @@
  *
  * The codec is pure: no allocation, no I/O, no dependency beyond libc, so
  * the fuzzer (fuzz/fuzz_wire.c) links it alone.
+ *
+ * These tables are the protocol's one definition.  kvfs(7) carries a copy
+ * for readers without the source; tests/wire_doc.sh compares the two, and
+ * this comment with the enum below, so a change here is made in both.
  */
 #ifndef KVFS_WIRE_H
 #define KVFS_WIRE_H

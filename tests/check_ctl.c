@@ -9,6 +9,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -806,30 +808,72 @@ START_TEST(test_pipeline)
 }
 END_TEST
 
-/* a client that never reads its responses stalls only itself */
+/* bytes queued on fd: what it has to read (SIOCINQ) and what it sent
+ * that its peer has not read yet (SIOCOUTQ) */
+static void queued(int fd, int *inq, int *outq)
+{
+	ck_assert_int_eq(ioctl(fd, SIOCINQ, inq), 0);
+	ck_assert_int_eq(ioctl(fd, SIOCOUTQ, outq), 0);
+}
+
+/*
+ * A client that never reads its responses stalls only itself.  First the
+ * stall is made real and measured, or the timing below proves nothing:
+ * the client pipelines requests until its send hits EAGAIN, then the
+ * queues must settle with responses waiting in its receive queue and
+ * requests the server has stopped reading in its send queue (the server
+ * holds a response it cannot send and reads no more, ctl.c conn_step).
+ */
 START_TEST(test_slow_reader)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
 	struct timespec t0, t1;
 	int fd = raw_connect();
+	int inq = 0, outq = 0, inq2 = -1, outq2 = -1, tries;
 	size_t sent = 0;
+	ssize_t n = 0;
 
-	for (int i = 0; i < 2000; i++)
+	/* far more than both socket buffers hold (a few hundred KiB each
+	 * by default): the loop ends at EAGAIN, or the test fails */
+	for (int i = 0; i < 400000; i++)
 		kvfs_buf_puts(&b, "ls m 0 10000\n");
+	ck_assert_int_eq(b.err, 0);
 	while (sent < b.len) {
-		ssize_t n = send(fd, b.p + sent, b.len - sent,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-
+		n = send(fd, b.p + sent, b.len - sent,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n <= 0)
-			break; /* both socket buffers are full: good */
+			break;
 		sent += (size_t)n;
 	}
-	msleep(50);
+	ck_assert_msg(n < 0 && errno == EAGAIN,
+		      "all %zu bytes of requests went through (n %zd, %s): "
+		      "the socket never filled",
+		      sent, n, n < 0 ? strerror(errno) : "-");
+
+	/* settled: two samples 50 ms apart agree (at most 5 s) */
+	for (tries = 0; tries < 100; tries++) {
+		queued(fd, &inq, &outq);
+		if (inq == inq2 && outq == outq2)
+			break;
+		inq2 = inq;
+		outq2 = outq;
+		msleep(50);
+	}
+	ck_assert_msg(tries < 100, "the queues never settled");
+	ck_assert_msg(inq > 0, "no responses waiting for the client");
+	/* requests left unread although the server is idle otherwise: it
+	 * stopped reading this client, as it must while a response waits */
+	ck_assert_msg(outq > 0, "the server read every request");
+
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < 20; i++)
 		kvfs_json_free(call_ok(C, "status"));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 3);
+	/* the stalled client is still stalled: nothing was dropped to
+	 * answer the others */
+	queued(fd, &inq2, &outq2);
+	ck_assert_int_eq(inq2, inq);
 	kvfs_buf_release(&b);
 	close(fd);
 }

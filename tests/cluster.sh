@@ -14,9 +14,21 @@ KVCTL=$top_builddir/src/kvctl/kvctl
 PY=${PYTHON3:-python3}
 NBLK=12
 
-# ok, bad, skip, gone, is_mounted, wait_until, blk: the single-node
-# helpers; this test keeps its own processes, mounts and trap
+# ok, bad, skip, gone, is_mounted, wait_until, blk: tests/lib.sh and the
+# single-node helpers; this test keeps its own processes, mounts and trap
 . "$top_srcdir/tests/fuse_lib.sh"
+
+# converge TENTHS WHAT CMD...: CMD succeeds within TENTHS tenths of a
+# second, or the test fails at once saying WHAT did not happen (what
+# follows would only fail for the same reason, less clearly)
+converge() {
+	t=$1
+	what=$2
+	shift 2
+	wait_until "$t" "$@" && return 0
+	bad "did not converge within $((t / 10)) s: $what"
+	exit 1
+}
 
 command -v etcd >/dev/null 2>&1 || skip "etcd not installed (Debian: etcd-server)"
 [ -c /dev/fuse ] || skip "/dev/fuse is missing"
@@ -73,7 +85,7 @@ PIDS="$EPID"
 etcd_up() { "$PY" -c "
 import urllib.request,sys
 urllib.request.urlopen('http://127.0.0.1:$ECLI/health',timeout=1).read()" 2>/dev/null; }
-wait_until 150 etcd_up || { echo "FAIL etcd did not start" >&2; exit 1; }
+converge 150 "etcd answers on 127.0.0.1:$ECLI" etcd_up
 ok "etcd on 127.0.0.1:$ECLI"
 
 URL=etcd://127.0.0.1:$ECLI/t$$
@@ -100,12 +112,11 @@ node() {
 		"$tmp/mnt$i" >>"$tmp/node$i.log" 2>&1 &
 	eval TPID$i=$!
 	eval tp=\$TPID$i
-	wait_until 100 is_mounted "$tmp/mnt$i" || true
-	if ! is_mounted "$tmp/mnt$i"; then
+	if ! wait_until 100 is_mounted "$tmp/mnt$i"; then
 		if grep -Eq 'fuse: |fusermount' "$tmp/node$i.log"; then
 			skip "mounting is not possible here: $(tail -n 1 "$tmp/node$i.log")"
 		fi
-		echo "FAIL node $i did not mount" >&2
+		bad "node $i did not mount within 10 s"
 		exit 1
 	fi
 	d=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$tmp/mnt$i/.kvfs/nodes")
@@ -117,11 +128,17 @@ nnodes() { kv "$1" nodes -j | "$PY" -c 'import json,sys; print(len(json.load(sys
 sees() { [ "$(nnodes "$1")" = "$2" ]; }
 # local copy on node I, without fetching: the control socket's stat
 has() { kv "$1" stat ns "$2" >/dev/null 2>&1; }
+# all_see N I...: each node I sees N live nodes
+all_see() {
+	want=$1
+	shift
+	for j in "$@"; do sees "$j" "$want" || return 1; done
+}
 
 node 1
 node 2
 node 3
-if wait_until 100 sees 1 3 && sees 2 3 && sees 3 3; then
+if wait_until 100 all_see 3 1 2 3; then
 	ok "three nodes see each other"
 else
 	bad "membership: node 1 sees $(nnodes 1), node 2 $(nnodes 2), node 3 $(nnodes 3)"
@@ -170,7 +187,7 @@ done
 kill -KILL "$NPID1"
 wait "$TPID1" 2>/dev/null || true
 fusermount3 -u -z "$tmp/mnt1" 2>/dev/null || true
-if wait_until 150 sees 2 2 && sees 3 2; then
+if wait_until 150 all_see 2 2 3; then
 	ok "node 1's lease expired: the survivors see 2 nodes"
 else
 	bad "after kill -9 of node 1: node 2 sees $(nnodes 2)"
@@ -227,7 +244,7 @@ fi
 
 # ---- a wrong secret: joins etcd, but is refused by every peer --------------
 node 4 "$tmp/wrong"
-wait_until 50 sees 4 3 || true
+converge 50 "node 4 (wrong secret) sees nodes 2, 3, 4 in etcd" sees 4 3
 if cat "$tmp/mnt4/ns/$(blk 3)" >/dev/null 2>&1; then
 	bad "node 4 (wrong secret) read a block"
 else
@@ -241,12 +258,12 @@ else
 fi
 kill -TERM "$NPID4"
 wait "$TPID4" 2>/dev/null || true
-wait_until 150 sees 2 2 || true
+converge 150 "node 4 left: nodes 2 and 3 see 2 nodes" all_see 2 2 3
 
 # ---- a peer that stops answering: the reader fails within its timeout ------
 # node 5 keeps its blocks (replicas 1); pick a block it is the first home of
 node 5 "$tmp/secret" 1
-wait_until 100 sees 2 3 || true
+converge 100 "node 5 joined: nodes 2, 3, 5 see 3 nodes" all_see 3 2 3 5
 mkdir -p "$tmp/mnt5/ns"
 name=$("$PY" - <<'EOF'
 import hashlib
@@ -292,7 +309,7 @@ kill -CONT "$NPID5"
 
 # a prefetch on node 2 of node 5's block: it is node 2's own afterwards
 # (node 5's lease may have run out while it was stopped: it joins again)
-wait_until 100 sees 2 3 || true
+converge 100 "node 5, continued, is seen again by node 2" sees 2 3
 if kv 2 prefetch ns "$name" >"$tmp/prefetch.out" 2>&1 && has 2 "$name"; then
 	ok "kvctl prefetch brings node 5's block to node 2"
 else
@@ -307,7 +324,8 @@ fi
 PORT7=0 PORT8=0
 node 7 "$tmp/secret" 1
 node 8 "$tmp/secret" 1
-wait_until 100 sees 7 5 || true
+converge 100 "nodes 7 and 8 joined: nodes 2, 3, 5, 7, 8 see 5 nodes" \
+	all_see 5 2 3 5 7 8
 lost=$("$PY" - <<'EOF'
 import hashlib
 def w(node, ns, h):

@@ -9,17 +9,18 @@
 # temp dir whatever happens; every wait is bounded.
 set -eu
 
-top_builddir=${top_builddir:-.}
+T=cluster_etcd
+# ok, bad, skip, wait_until
+. "${top_srcdir:-.}/tests/lib.sh"
 MEMBER=$top_builddir/tests/helpers/cluster_member
 ETCD=${ETCD:-$(command -v etcd 2>/dev/null || true)}
 
 if [ ! -x "$MEMBER" ]; then
-	echo "cluster_etcd: $MEMBER not built" >&2
+	bad "$MEMBER not built"
 	exit 1
 fi
 if [ -z "$ETCD" ] || [ ! -x "$ETCD" ]; then
-	echo "cluster_etcd: no etcd (Debian: etcd-server), skipping" >&2
-	exit 77
+	skip "no etcd (Debian: etcd-server)"
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cluster_etcd.XXXXXX")
@@ -32,14 +33,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-fail=0
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1" >&2
-	fail=1
-}
 die() {
-	echo "FAIL $1" >&2
+	bad "$1"
 	for f in "$tmp"/*.out "$tmp"/*.err; do
 		[ -f "$f" ] || continue
 		echo "--- $f" >&2
@@ -55,15 +50,7 @@ rand_port() {
 }
 
 # wait_for FILE REGEX SECONDS: 0 once a line of FILE matches
-wait_for() {
-	i=0
-	while [ $i -lt $(($3 * 20)) ]; do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-		i=$((i + 1))
-	done
-	return 1
-}
+wait_for() { wait_until $(($3 * 10)) grep -qs -- "$2" "$1"; }
 
 # reap PID SECONDS: its exit status in $rc once it exits (killed when it
 # does not, rc 124); it leaves the trap's list

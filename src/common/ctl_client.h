@@ -1,6 +1,6 @@
 /*
  * ctl_client.h - the client side of kvfsd's control socket (src/ctlproto.h
- * has the protocol), shared by kvctl, kvbench and, later, libkvfs.
+ * has the protocol), shared by kvctl, kvbench and libkvfs.
  */
 #ifndef KVFS_CTL_CLIENT_H
 #define KVFS_CTL_CLIENT_H

@@ -1,8 +1,8 @@
 /*
  * hash.h - the kvfs v1 content-address chain.
  *
- * One implementation, shared by kvctl, kvbench, the store and (later)
- * libkvfs and kvfsd.  The chain is defined in kvfs(7):
+ * One implementation, shared by kvctl, kvbench, the store, libkvfs and
+ * kvfsd.  The chain is defined in kvfs(7):
  *
  *   seed  = SHA256("kvfs-v1" 0x00 namespace 0x00 u32le(block_tokens))
  *   H[i]  = SHA256(H[i-1] || u32le(tok[i*B]) ... u32le(tok[i*B+B-1]))

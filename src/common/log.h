@@ -1,5 +1,5 @@
 /*
- * log.h - one-line diagnostics on stderr (or syslog for daemons later).
+ * log.h - one-line diagnostics on stderr (a daemon's reach the journal).
  *
  * Library code logs the reason for a failure where it is known and returns
  * a negative errno; callers print nothing more than their own context.

@@ -2,7 +2,7 @@
  * trace.h - Mooncake-format request traces: a streaming reader, a
  * generator, and the token rule that turns a trace into kvfs names.
  *
- * Shared by kvbench (engine, gen-trace) and, later, the conductor's replay
+ * Shared by kvbench (engine, gen-trace) and the conductor's replay
  * (kvconductor replay, kvconductor gen-trace).
  *
  * FORMAT: JSON lines, one request a line, as released with the Mooncake

@@ -105,7 +105,7 @@ static int listen_on(struct ctl_server *srv, mode_t mode)
 	if (rc < 0)
 		return rc;
 	srv->lfd =
-	    socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (srv->lfd < 0)
 		return -errno;
 	rc = bind_path(srv->lfd, &sa);
@@ -129,7 +129,7 @@ static int listen_on(struct ctl_server *srv, mode_t mode)
 static int conn_set_events(struct ctl_server *srv, struct ctl_conn *c,
 			   uint32_t events)
 {
-	struct epoll_event ev = {.events = events, .data.ptr = c};
+	struct epoll_event ev = { .events = events, .data.ptr = c };
 
 	if (c->events == events)
 		return 0;
@@ -380,7 +380,7 @@ static void refuse_client(int fd)
 
 static void accept_pause(struct ctl_server *srv, int err)
 {
-	struct epoll_event ev = {.events = 0, .data.ptr = &tag_listen};
+	struct epoll_event ev = { .events = 0, .data.ptr = &tag_listen };
 
 	kvfs_warn("control socket: accept: %s; pausing", strerror(err));
 	epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev);
@@ -390,7 +390,7 @@ static void accept_pause(struct ctl_server *srv, int err)
 
 static void accept_resume(struct ctl_server *srv)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tag_listen};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listen };
 
 	if (!srv->accept_paused || kvfs_mono_ns() < srv->resume_ns)
 		return;
@@ -400,7 +400,7 @@ static void accept_resume(struct ctl_server *srv)
 
 static int conn_add(struct ctl_server *srv, int fd)
 {
-	struct epoll_event ev = {.events = EPOLLIN};
+	struct epoll_event ev = { .events = EPOLLIN };
 	struct ctl_conn *c = calloc(1, sizeof(*c));
 
 	if (!c)
@@ -424,8 +424,8 @@ static int conn_add(struct ctl_server *srv, int fd)
 static void accept_clients(struct ctl_server *srv)
 {
 	for (;;) {
-		int fd =
-		    accept4(srv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(srv->lfd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE ||
@@ -734,8 +734,8 @@ static int loop_timeout(const struct ctl_server *srv, bool backlog)
 		return -1;
 	now = kvfs_mono_ns();
 	return now >= srv->resume_ns
-		   ? 0
-		   : (int)((srv->resume_ns - now) / 1000000 + 1);
+		       ? 0
+		       : (int)((srv->resume_ns - now) / 1000000 + 1);
 }
 
 static void *ctl_loop(void *arg)
@@ -745,8 +745,8 @@ static void *ctl_loop(void *arg)
 	bool backlog = false;
 
 	for (;;) {
-		int n =
-		    epoll_wait(srv->epfd, ev, 64, loop_timeout(srv, backlog));
+		int n = epoll_wait(srv->epfd, ev, 64,
+				   loop_timeout(srv, backlog));
 
 		if (n < 0 && errno != EINTR) {
 			kvfs_err("control socket: epoll_wait: %s",
@@ -789,7 +789,7 @@ static int info_valid(const char *info)
 
 static int epoll_add(int epfd, int fd, void *tag)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
 
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }

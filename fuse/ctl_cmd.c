@@ -40,7 +40,7 @@ struct ns_arg {
 };
 
 static int fail(struct req *r, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 static int fail(struct req *r, int err, const char *fmt, ...)
 {
@@ -265,7 +265,7 @@ struct conn_sums {
 
 static struct conn_sums conn_sums(const struct ctl_server *srv)
 {
-	struct conn_sums n = {0};
+	struct conn_sums n = { 0 };
 
 	for (const struct ctl_conn *c = srv->conns; c; c = c->next) {
 		n.leases += c->nleases;
@@ -903,7 +903,8 @@ static const struct ctl_cluster_ops *cluster_of(struct req *r)
 
 static int no_cluster(struct req *r)
 {
-	return fail(r, -ENOTSUP, "this node is not in a cluster "
+	return fail(r, -ENOTSUP,
+		    "this node is not in a cluster "
 		    "(kvfsd --cluster)");
 }
 
@@ -1013,26 +1014,26 @@ static int cmd_prefetch(struct req *r)
 }
 
 static const struct ctl_cmd ctl_cmds[] = {
-    {"status", NULL, cmd_status},
-    {"ns", "list", cmd_ns_list},
-    {"ns", "create", cmd_ns_create},
-    {"ns", "rm", cmd_ns_rm},
-    {"ls", NULL, cmd_ls},
-    {"stat", NULL, cmd_stat},
-    {"lookup", NULL, cmd_lookup},
-    {"match", NULL, cmd_match},
-    {"pin", NULL, cmd_pin},
-    {"unpin", NULL, cmd_unpin},
-    {"renew", NULL, cmd_renew},
-    {"evict", NULL, cmd_evict},
-    {"map", NULL, cmd_map},
-    {"mapv", NULL, cmd_mapv},
-    {"unmap", NULL, cmd_unmap},
-    {"alloc", NULL, cmd_alloc},
-    {"commit", NULL, cmd_commit},
-    {"abort", NULL, cmd_abort},
-    {"nodes", NULL, cmd_nodes},
-    {"prefetch", NULL, cmd_prefetch},
+	{ "status", NULL, cmd_status },
+	{ "ns", "list", cmd_ns_list },
+	{ "ns", "create", cmd_ns_create },
+	{ "ns", "rm", cmd_ns_rm },
+	{ "ls", NULL, cmd_ls },
+	{ "stat", NULL, cmd_stat },
+	{ "lookup", NULL, cmd_lookup },
+	{ "match", NULL, cmd_match },
+	{ "pin", NULL, cmd_pin },
+	{ "unpin", NULL, cmd_unpin },
+	{ "renew", NULL, cmd_renew },
+	{ "evict", NULL, cmd_evict },
+	{ "map", NULL, cmd_map },
+	{ "mapv", NULL, cmd_mapv },
+	{ "unmap", NULL, cmd_unmap },
+	{ "alloc", NULL, cmd_alloc },
+	{ "commit", NULL, cmd_commit },
+	{ "abort", NULL, cmd_abort },
+	{ "nodes", NULL, cmd_nodes },
+	{ "prefetch", NULL, cmd_prefetch },
 };
 
 #define NCMDS (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))
@@ -1096,7 +1097,7 @@ void ctl_cmd_error(struct kvfs_buf *out, int err, const char *msg)
 void ctl_cmd_serve(struct ctl_server *srv, struct ctl_conn *c, char *line,
 		   size_t len, struct kvfs_buf *out)
 {
-	struct req r = {.srv = srv, .conn = c, .next = line, .out = out};
+	struct req r = { .srv = srv, .conn = c, .next = line, .out = out };
 	const struct ctl_cmd *cmd;
 	size_t start = out->len;
 	int rc;

@@ -35,13 +35,13 @@
 #include "src/common/hash.h"
 #include "src/common/json.h"
 
-#define CTL_MAX_CLIENTS 256	/* more are told -EMFILE and closed */
+#define CTL_MAX_CLIENTS 256	 /* more are told -EMFILE and closed */
 #define CTL_CONN_LEASES_MAX 4096 /* match leases held by one connection */
-#define CTL_BATCH 32		/* requests served per client per turn */
+#define CTL_BATCH 32		 /* requests served per client per turn */
 #define CTL_READ_CHUNK 65536
-#define CTL_CONN_MAPS_MAX 65536	/* blocks one connection maps at once */
+#define CTL_CONN_MAPS_MAX 65536	  /* blocks one connection maps at once */
 #define CTL_CONN_WRITERS_MAX 1024 /* zero-copy writers of one connection */
-#define CTL_JOBS_MAX 4		/* commands running off the loop at once */
+#define CTL_JOBS_MAX 4		  /* commands running off the loop at once */
 
 /*
  * A mapped block (command "map"): the reference kv_store_get handed out,
@@ -52,7 +52,7 @@
 struct ctl_map {
 	uint64_t id;
 	struct kv_ref ref;
-	bool dead;		/* unmapped: a hole until compacted */
+	bool dead; /* unmapped: a hole until compacted */
 };
 
 /* a zero-copy writer (command "alloc"): sealed by "commit", freed by
@@ -60,29 +60,29 @@ struct ctl_map {
 struct ctl_writer {
 	uint64_t id;
 	uint32_t wh;
-	uint32_t ns;		/* what it writes, for the cluster's sake */
+	uint32_t ns; /* what it writes, for the cluster's sake */
 	uint8_t hash[KVFS_HASH_LEN];
 };
 
 /* a match lease as its connection remembers it */
 struct ctl_lease {
 	uint64_t id;
-	uint64_t expires_ns;	/* monotonic; past it the entry is dead */
+	uint64_t expires_ns; /* monotonic; past it the entry is dead */
 };
 
 struct ctl_conn {
-	uint64_t id;		/* never reused: a job finds its client by it */
+	uint64_t id; /* never reused: a job finds its client by it */
 	int fd;
-	char *in;		/* bytes read, not yet served */
+	char *in; /* bytes read, not yet served */
 	size_t in_len;
 	size_t in_cap;
-	char *out;		/* response being sent */
+	char *out; /* response being sent */
 	size_t out_len;
 	size_t out_off;
-	uint32_t events;	/* what epoll waits for now */
-	bool eof;		/* the client shut its writing side */
-	bool closing;		/* close once out is sent */
-	bool busy;		/* a job of its is running: serve no more */
+	uint32_t events; /* what epoll waits for now */
+	bool eof;	 /* the client shut its writing side */
+	bool closing;	 /* close once out is sent */
+	bool busy;	 /* a job of its is running: serve no more */
 	/* match leases taken here, released on close.  An entry may outlive
 	 * its lease (expired, or released by another client): ids are never
 	 * reused by the store, so releasing it then is a harmless -ENOENT,
@@ -94,8 +94,8 @@ struct ctl_conn {
 	 * an unmap is a binary search; unmapped entries stay as holes
 	 * until they are half of all, then are squeezed out */
 	struct ctl_map *maps;
-	size_t nmaps;		/* entries, holes included */
-	size_t maps_dead;	/* holes */
+	size_t nmaps;	  /* entries, holes included */
+	size_t maps_dead; /* holes */
 	size_t maps_cap;
 	struct ctl_writer *writers;
 	size_t nwriters;
@@ -106,13 +106,13 @@ struct ctl_conn {
 struct ctl_server {
 	struct kv_store *st;
 	char *path;
-	dev_t dev;		/* the socket file we bound: stop unlinks */
-	ino_t ino;		/* it only if the path still names it */
+	dev_t dev; /* the socket file we bound: stop unlinks */
+	ino_t ino; /* it only if the path still names it */
 	char *info_json;
 	int lfd;
-	int efd;		/* eventfd: ctl_server_stop wakes the loop */
+	int efd; /* eventfd: ctl_server_stop wakes the loop */
 	int epfd;
-	bool accept_paused;	/* out of fds: retry at resume_ns */
+	bool accept_paused; /* out of fds: retry at resume_ns */
 	uint64_t resume_ns;
 	pthread_t thread;
 	struct ctl_conn *conns;
@@ -120,8 +120,8 @@ struct ctl_server {
 	uint64_t requests;
 	/* kvfsd_cluster's, set once at any time (NULL: not in a cluster) */
 	_Atomic(const struct ctl_cluster_ops *) cluster;
-	uint64_t next_ref;	/* last map/writer id given; never reused */
-	uint64_t next_conn;	/* last connection id given */
+	uint64_t next_ref;  /* last map/writer id given; never reused */
+	uint64_t next_conn; /* last connection id given */
 	/* jobs: njobs running, done ones waiting for the loop to answer
 	 * them (jfd wakes it); stopping tells the running ones to end */
 	pthread_mutex_t job_mu;
@@ -165,10 +165,9 @@ int ctl_lease_room(struct ctl_conn *c);
 void ctl_lease_track(struct ctl_conn *c, uint64_t id, uint64_t expires_ns);
 /* after unpin / renew by any client: update whichever connection holds
  * it, c first */
-void ctl_lease_forget(struct ctl_server *srv, struct ctl_conn *c,
-		      uint64_t id);
-void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c,
-		       uint64_t id, uint64_t expires_ns);
+void ctl_lease_forget(struct ctl_server *srv, struct ctl_conn *c, uint64_t id);
+void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c, uint64_t id,
+		       uint64_t expires_ns);
 
 /*
  * ctl.c: c's maps.  ctl_map_room makes room for n more (-EAGAIN when

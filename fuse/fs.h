@@ -29,9 +29,9 @@ struct kvfs_fs;
 struct kvfsd_cluster;
 
 struct kvfs_fs_config {
-	struct kv_store *store;	/* open; outlives the fs */
+	struct kv_store *store; /* open; outlives the fs */
 	uint32_t block_tokens;	/* for namespaces made by mkdir */
-	const char *mountpoint;	/* absolute; shown in .kvfs/nodes */
+	const char *mountpoint; /* absolute; shown in .kvfs/nodes */
 	const char *socket;	/* control socket path: user.kvfs.socket */
 	const char *node;	/* this node's name in .kvfs/nodes */
 	uid_t uid;		/* owner shown on every inode */

@@ -95,8 +95,7 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 }
 
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
-		     const struct inode_info *in, struct stat *st,
-		     double *tmo)
+		     const struct inode_info *in, struct stat *st, double *tmo)
 {
 	struct kv_block_info bi;
 	int rc;
@@ -136,8 +135,8 @@ int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 /* grow or shrink the block being written; with zero, the bytes it grows
  * by read as zeros, not as whatever the slot held before (a hole, an
  * ftruncate up); without, they were just written.  f->lock held. */
-static int resize_locked(struct kvfs_fs *fs, struct kvfs_file *f,
-			 uint64_t size, bool zero)
+static int resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
+			 bool zero)
 {
 	uint8_t *p;
 	int rc;
@@ -254,8 +253,8 @@ out_free:
 	return rc;
 }
 
-void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode, struct fuse_file_info *fi)
+void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
 {
 	struct kvfs_fs *fs = fs_of(req);
 	uint8_t hash[KVFS_HASH_LEN];
@@ -553,8 +552,8 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- reading ------------------------------------------------------- */
 
-int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino,
-		  struct fuse_file_info *fi, struct kvfs_file **out)
+int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		  struct kvfs_file **out)
 {
 	struct kv_block_info bi;
 	struct inode_info in;
@@ -599,8 +598,7 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino,
 	return 0;
 }
 
-void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size,
-		   off_t off)
+void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size, off_t off)
 {
 	struct fuse_bufvec bv;
 	size_t n;

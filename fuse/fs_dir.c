@@ -19,8 +19,8 @@
 #include "fuse/fs_int.h"
 #include "fuse/kvfsd_cluster.h"
 
-#define ROOT_FIXED 3	/* ".", "..", ".kvfs" */
-#define NS_FIXED 2	/* ".", ".." */
+#define ROOT_FIXED 3 /* ".", "..", ".kvfs" */
+#define NS_FIXED 2   /* ".", ".." */
 
 /* ---- lookup and attributes ----------------------------------------- */
 
@@ -94,8 +94,7 @@ int fs_getattr_ns(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
 
 /* ---- mkdir and rmdir ----------------------------------------------- */
 
-void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode)
+void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct kvfs_fs *fs = fs_of(req);
 	struct stat st;
@@ -164,8 +163,8 @@ static bool dir_add(struct dirbuf *b, const char *name, fuse_ino_t ino,
 	memset(&st, 0, sizeof(st));
 	st.st_ino = ino;
 	st.st_mode = type;
-	need = fuse_add_direntry(b->req, b->p + b->len, b->size - b->len,
-				 name, &st, next);
+	need = fuse_add_direntry(b->req, b->p + b->len, b->size - b->len, name,
+				 &st, next);
 	if (need > b->size - b->len)
 		return false;
 	b->len += need;
@@ -174,7 +173,7 @@ static bool dir_add(struct dirbuf *b, const char *name, fuse_ino_t ino,
 
 struct root_walk {
 	struct dirbuf *b;
-	uint32_t after;	/* list ids above this one */
+	uint32_t after; /* list ids above this one */
 };
 
 /* runs under the store lock: fuse_add_direntry only fills memory */

@@ -28,10 +28,10 @@
 /* fixed inos, all below INODE_FIRST (inode.h) */
 enum {
 	INO_ROOT = FUSE_ROOT_ID,
-	INO_META_DIR,	/* .kvfs */
-	INO_STATS,	/* .kvfs/stats */
-	INO_METRICS,	/* .kvfs/metrics */
-	INO_NODES,	/* .kvfs/nodes */
+	INO_META_DIR, /* .kvfs */
+	INO_STATS,    /* .kvfs/stats */
+	INO_METRICS,  /* .kvfs/metrics */
+	INO_NODES,    /* .kvfs/nodes */
 };
 
 #define META_DIR_NAME ".kvfs"
@@ -77,7 +77,7 @@ struct notify;
 struct kvfs_fs {
 	struct kv_store *st;
 	struct inode_table *it;
-	struct notify *nt;	/* fs_notify.c */
+	struct notify *nt;	  /* fs_notify.c */
 	struct kvfsd_cluster *cl; /* NULL: a single node */
 	uint32_t block_tokens;
 	char *mountpoint;
@@ -85,13 +85,13 @@ struct kvfs_fs {
 	char *node;
 	uid_t uid;
 	gid_t gid;
-	uint64_t start_ns;	/* wall clock: the times of the directories */
+	uint64_t start_ns; /* wall clock: the times of the directories */
 };
 
 enum file_kind {
-	FILE_READ = 1,	/* a sealed block, open for reading */
-	FILE_WRITE,	/* a block its creator is writing */
-	FILE_TEXT,	/* a .kvfs file, rendered at open */
+	FILE_READ = 1, /* a sealed block, open for reading */
+	FILE_WRITE,    /* a block its creator is writing */
+	FILE_TEXT,     /* a .kvfs file, rendered at open */
 };
 
 /* fi->fh of every open regular file */
@@ -110,11 +110,11 @@ struct kvfs_file {
 	 * threads (a write racing the flush of a dup'd descriptor), so
 	 * lock guards the fields below */
 	pthread_mutex_t lock;
-	uint32_t wh;		/* store write handle */
-	char *tail;		/* "/<namespace>/<name>": how its path ends */
-	uint64_t size;		/* bytes written: highest offset */
-	int err;		/* first write error: never sealed */
-	bool done;		/* sealed or aborted */
+	uint32_t wh;   /* store write handle */
+	char *tail;    /* "/<namespace>/<name>": how its path ends */
+	uint64_t size; /* bytes written: highest offset */
+	int err;       /* first write error: never sealed */
+	bool done;     /* sealed or aborted */
 
 	/* FILE_TEXT */
 	char *text;
@@ -151,8 +151,7 @@ void fs_lookup_root(fuse_req_t req, const char *name);
 int fs_getattr_ns(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
 		  struct stat *st);
 int fs_getattr_root(struct kvfs_fs *fs, struct stat *st);
-void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode);
+void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);
@@ -161,16 +160,14 @@ void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		     const char *name);
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
-		     const struct inode_info *in, struct stat *st,
-		     double *tmo);
+		     const struct inode_info *in, struct stat *st, double *tmo);
 void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		      int to_set, struct fuse_file_info *fi);
-void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode, struct fuse_file_info *fi);
-int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino,
-		  struct fuse_file_info *fi, struct kvfs_file **out);
-void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size,
-		   off_t off);
+void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi);
+int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		  struct kvfs_file **out);
+void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size, off_t off);
 void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		  off_t off, struct fuse_file_info *fi);
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
@@ -182,14 +179,13 @@ void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
 /* fs_meta.c */
 void fs_lookup_meta(fuse_req_t req, const char *name);
 int fs_getattr_meta(struct kvfs_fs *fs, fuse_ino_t ino, struct stat *st);
-int fs_open_meta(struct kvfs_fs *fs, fuse_ino_t ino,
-		 struct fuse_file_info *fi, struct kvfs_file **out);
+int fs_open_meta(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		 struct kvfs_file **out);
 void fs_readdir_meta(fuse_req_t req, size_t size, off_t off);
 bool fs_is_meta(fuse_ino_t ino);
 
 /* fs_xattr.c */
-void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 size_t size);
+void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 const char *value, size_t size, int flags);
@@ -197,8 +193,7 @@ void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* fs_notify.c: queue an invalidation of the kernel's dentry parent/name
  * (positive or negative); never blocks, may drop when the queue is full */
-void fs_notify_entry(struct kvfs_fs *fs, fuse_ino_t parent,
-		     const char *name);
+void fs_notify_entry(struct kvfs_fs *fs, fuse_ino_t parent, const char *name);
 /* invalidate the dentry of the block (ns, hash), when the kernel has its
  * namespace directory */
 void fs_notify_block(struct kvfs_fs *fs, uint32_t ns,

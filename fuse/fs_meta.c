@@ -138,8 +138,7 @@ static int render_stats(struct kvfs_fs *fs, char **out, size_t *len)
 
 /* ---- open and readdir ---------------------------------------------- */
 
-static int render(struct kvfs_fs *fs, fuse_ino_t ino, char **text,
-		  size_t *len)
+static int render(struct kvfs_fs *fs, fuse_ino_t ino, char **text, size_t *len)
 {
 	switch (ino) {
 	case INO_STATS:
@@ -153,8 +152,8 @@ static int render(struct kvfs_fs *fs, fuse_ino_t ino, char **text,
 	}
 }
 
-int fs_open_meta(struct kvfs_fs *fs, fuse_ino_t ino,
-		 struct fuse_file_info *fi, struct kvfs_file **out)
+int fs_open_meta(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		 struct kvfs_file **out)
 {
 	struct kvfs_file *f;
 	int rc;
@@ -190,13 +189,15 @@ void fs_readdir_meta(fuse_req_t req, size_t size, off_t off)
 	/* offsets: 1 ".", 2 "..", 3 + i after meta_files[i] */
 	for (off_t i = off; i < (off_t)(2 + NMETA); i++) {
 		struct stat st;
-		const char *name = i == 0 ? "." : i == 1 ? ".." :
-					   meta_files[i - 2].name;
+		const char *name = i == 0   ? "."
+				   : i == 1 ? ".."
+					    : meta_files[i - 2].name;
 		size_t need;
 
 		memset(&st, 0, sizeof(st));
-		st.st_ino = i == 0 ? INO_META_DIR : i == 1 ? INO_ROOT :
-				     meta_files[i - 2].ino;
+		st.st_ino = i == 0   ? INO_META_DIR
+			    : i == 1 ? INO_ROOT
+				     : meta_files[i - 2].ino;
 		st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
 		need = fuse_add_direntry(req, buf + len, size - len, name, &st,
 					 i + 1);

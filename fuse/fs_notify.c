@@ -30,9 +30,10 @@
 #include "fuse/fs_int.h"
 #include "src/common/log.h"
 
-#define NOTIFY_QUEUE 4096	/* pending invalidations; more are dropped,
-				 * the timeouts then bound the staleness */
-#define SWEEP_NS 1000000000ull	/* at most one sweep a second */
+#define NOTIFY_QUEUE                                                           \
+	4096		       /* pending invalidations; more are dropped,     \
+				* the timeouts then bound the staleness */
+#define SWEEP_NS 1000000000ull /* at most one sweep a second */
 
 struct notify_item {
 	fuse_ino_t parent;
@@ -42,11 +43,11 @@ struct notify_item {
 struct notify {
 	struct fuse_session *se;
 	pthread_t thread;
-	pthread_mutex_t lock;	/* guards everything below */
+	pthread_mutex_t lock; /* guards everything below */
 	pthread_cond_t cond;
 	bool running;
 	bool stop;
-	struct notify_item *q;	/* ring of NOTIFY_QUEUE */
+	struct notify_item *q; /* ring of NOTIFY_QUEUE */
 	size_t head;
 	size_t len;
 	uint64_t dropped;

@@ -45,12 +45,9 @@ enum xa_id {
 };
 
 static const char *const xa_names[] = {
-	[XA_SOCKET] = XA("socket"),
-	[XA_BLOCK_TOKENS] = XA("block_tokens"),
-	[XA_SIZE] = XA("size"),
-	[XA_CHECKSUM] = XA("checksum"),
-	[XA_REFS] = XA("refs"),
-	[XA_NTOKENS] = XA("ntokens"),
+	[XA_SOCKET] = XA("socket"), [XA_BLOCK_TOKENS] = XA("block_tokens"),
+	[XA_SIZE] = XA("size"),	    [XA_CHECKSUM] = XA("checksum"),
+	[XA_REFS] = XA("refs"),	    [XA_NTOKENS] = XA("ntokens"),
 	[XA_PARENT] = XA("parent"),
 };
 
@@ -142,8 +139,7 @@ static int xa_value(struct kvfs_fs *fs, const struct xa_target *t,
 	return n >= (int)len ? -ERANGE : n;
 }
 
-void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 size_t size)
+void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct kvfs_fs *fs = fs_of(req);
 	char buf[VALUE_MAX];

@@ -17,8 +17,8 @@
 struct entry {
 	uint64_t ino;
 	uint64_t nlookup;
-	struct entry *next_ino;	/* chain in by_ino */
-	struct entry *next_key;	/* chain in by_key, while hashed */
+	struct entry *next_ino; /* chain in by_ino */
+	struct entry *next_key; /* chain in by_key, while hashed */
 	struct inode_info info;
 };
 
@@ -26,10 +26,10 @@ struct inode_table {
 	pthread_mutex_t lock;
 	struct entry **by_ino;
 	struct entry **by_key;
-	size_t nbuckets;	/* power of two, same for both tables */
+	size_t nbuckets; /* power of two, same for both tables */
 	size_t count;
 	uint64_t next_ino;
-	uint64_t seed[4];	/* keys the key hash, see key_hash() */
+	uint64_t seed[4]; /* keys the key hash, see key_hash() */
 };
 
 /*

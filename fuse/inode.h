@@ -41,21 +41,21 @@
 #define INODE_FIRST 16u /* first ino the table hands out */
 
 enum inode_kind {
-	INODE_NS = 1,	/* a namespace directory: key is the ns id */
-	INODE_BLOCK,	/* a block: key is (ns id, hash) */
+	INODE_NS = 1, /* a namespace directory: key is the ns id */
+	INODE_BLOCK,  /* a block: key is (ns id, hash) */
 };
 
 /* a snapshot of one entry (inode_get) */
 struct inode_info {
 	enum inode_kind kind;
 	uint32_t ns;
-	uint8_t hash[KVFS_HASH_LEN];	/* INODE_BLOCK only */
-	bool hashed;		/* its key still maps to it */
-	bool writing;		/* created, not yet sealed or aborted */
-	bool have_attr;		/* size and seal_ns were recorded */
-	uint32_t nopen;		/* open files on it */
+	uint8_t hash[KVFS_HASH_LEN]; /* INODE_BLOCK only */
+	bool hashed;		     /* its key still maps to it */
+	bool writing;		     /* created, not yet sealed or aborted */
+	bool have_attr;		     /* size and seal_ns were recorded */
+	uint32_t nopen;		     /* open files on it */
 	uint64_t size;
-	uint64_t seal_ns;	/* wall clock; 0 while writing */
+	uint64_t seal_ns; /* wall clock; 0 while writing */
 };
 
 /* one block entry in an inode_blocks snapshot */

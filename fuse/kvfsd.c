@@ -43,13 +43,13 @@ struct daemon {
 	struct kv_store *st;
 	struct kvfs_fs *fs;
 	struct ctl_server *ctl;
-	struct kvfsd_cluster *cl;	/* NULL: a single node */
-	struct kvfsd_cluster *ev;	/* a single node's conductor stream */
-	struct ctl_cluster_ops cl_ops;	/* what ctl calls of it */
+	struct kvfsd_cluster *cl;      /* NULL: a single node */
+	struct kvfsd_cluster *ev;      /* a single node's conductor stream */
+	struct ctl_cluster_ops cl_ops; /* what ctl calls of it */
 	struct fuse_session *se;
 	bool mounted;
-	bool bad_option;	/* fuse_session_new refused an option */
-	int ready_fd;		/* to the waiting parent; -1 in foreground */
+	bool bad_option; /* fuse_session_new refused an option */
+	int ready_fd;	 /* to the waiting parent; -1 in foreground */
 
 	/* the stopper thread (see stopper_main) */
 	pthread_t stopper;
@@ -252,8 +252,7 @@ static char *info_json(struct daemon *d)
 
 	if (!fp)
 		return NULL;
-	fputs("{\"program\":\"kvfsd\",\"version\":\"" PACKAGE_VERSION "\"",
-	      fp);
+	fputs("{\"program\":\"kvfsd\",\"version\":\"" PACKAGE_VERSION "\"", fp);
 	fprintf(fp, ",\"pid\":%ld", (long)getpid());
 	json_field(fp, "mountpoint", d->o.cmd.mountpoint);
 	json_field(fp, "state", d->o.state_dir);
@@ -283,8 +282,7 @@ static int start_ctl(struct daemon *d)
 			      &d->ctl);
 	free(info);
 	if (rc < 0)
-		kvfs_err("control socket %s: %s", d->o.ctl_path,
-			 strerror(-rc));
+		kvfs_err("control socket %s: %s", d->o.ctl_path, strerror(-rc));
 	return rc;
 }
 

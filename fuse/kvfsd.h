@@ -38,8 +38,8 @@
 
 /* exit statuses (kvfsd(8) EXIT STATUS) */
 #define KVFSD_EXIT_OK 0
-#define KVFSD_EXIT_FAIL 1	/* a failure at start or while running */
-#define KVFSD_EXIT_USAGE 2	/* bad option or value */
+#define KVFSD_EXIT_FAIL 1  /* a failure at start or while running */
+#define KVFSD_EXIT_USAGE 2 /* bad option or value */
 
 struct kvfsd_opts {
 	/* -o values as given, fuse_opt strings (NULL: not given) */
@@ -61,7 +61,7 @@ struct kvfsd_opts {
 	char *transport_o;
 	char *conductor_o;
 	char *timeout_ms_o;
-	int discard;		/* --discard: remove pool and state, exit */
+	int discard; /* --discard: remove pool and state, exit */
 
 	/* -f, -d, -s, clone_fd, max_threads, the mountpoint (realpath'd) */
 	struct fuse_cmdline_opts cmd;
@@ -78,14 +78,14 @@ struct kvfsd_opts {
 	mode_t ctl_mode;
 	unsigned replicas;
 	uint32_t timeout_ms;
-	int transport;		/* enum kv_transport */
-	const char *node_id;	/* --node-id, else KVFSD_NODE_ID */
+	int transport;	     /* enum kv_transport */
+	const char *node_id; /* --node-id, else KVFSD_NODE_ID */
 
 	/* what kvfsd_opts_create made, for kvfsd_opts_undo */
-	bool created;		/* kvfsd_opts_create ran */
-	char *made_dir;		/* the topmost directory created, or NULL */
-	bool pool_existed;	/* the pool file was there before us */
-	bool index_existed;	/* and the index */
+	bool created;	    /* kvfsd_opts_create ran */
+	char *made_dir;	    /* the topmost directory created, or NULL */
+	bool pool_existed;  /* the pool file was there before us */
+	bool index_existed; /* and the index */
 };
 
 /*

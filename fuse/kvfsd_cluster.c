@@ -90,8 +90,7 @@ long cl_home(struct kvfsd_cluster *c, const char *ns,
 	return n;
 }
 
-static bool is_self(const struct kvfsd_cluster *c,
-		    const struct kv_node_info *n)
+static bool is_self(const struct kvfsd_cluster *c, const struct kv_node_info *n)
 {
 	return strcmp(n->id, c->node_id) == 0;
 }
@@ -137,8 +136,9 @@ static int fetch_from_cluster(struct kvfsd_cluster *c, const char *ns,
 			} else if (rc != -ENOENT) {
 				kvfs_warn("fetch from node %s (%s): %s",
 					  nodes[i].id, nodes[i].addr,
-					  rc == -EACCES ? "authentication refused"
-							: strerror(-rc));
+					  rc == -EACCES
+						  ? "authentication refused"
+						  : strerror(-rc));
 				last = rc;
 			}
 		}
@@ -157,8 +157,7 @@ int kvfsd_cluster_fetch(struct kvfsd_cluster *c, const char *ns,
 	/* one fetch per block: concurrent lookups of it wait for it */
 	pthread_mutex_lock(&c->lock);
 	for (f = c->inflight; f; f = f->next)
-		if (!memcmp(f->hash, hash, KVFS_HASH_LEN) &&
-		    !strcmp(f->ns, ns))
+		if (!memcmp(f->hash, hash, KVFS_HASH_LEN) && !strcmp(f->ns, ns))
 			break;
 	if (f) {
 		f->waiters++;
@@ -203,7 +202,7 @@ struct job {
 	char ns[KVFS_NS_MAX + 1];
 	uint8_t hash[KVFS_HASH_LEN];
 	unsigned tries;
-	uint64_t not_before;	/* monotonic ns */
+	uint64_t not_before; /* monotonic ns */
 	struct job *next;
 };
 
@@ -503,8 +502,7 @@ static void repair(struct kvfsd_cluster *c)
 			struct kv_node_info *nodes = NULL;
 			size_t home[64], nhome = 0;
 			bool mine = false;
-			long n = cl_home(c, v.name[i], h, &nodes, home,
-					 &nhome);
+			long n = cl_home(c, v.name[i], h, &nodes, home, &nhome);
 
 			for (size_t k = 0; n > 0 && k < nhome; k++)
 				mine |= is_self(c, &nodes[home[k]]);
@@ -605,7 +603,8 @@ int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out)
 		return (int)n;
 	kvfs_buf_printf(out, ",\"self\":");
 	kvfs_buf_json_str(out, c->node_id, strlen(c->node_id));
-	kvfs_buf_printf(out, ",\"replicas\":%u,\"transport\":\"%s\","
+	kvfs_buf_printf(out,
+			",\"replicas\":%u,\"transport\":\"%s\","
 			"\"epoch\":%llu,\"queued\":%zu,\"nodes\":[",
 			c->replicas, kv_xfer_transport(c->xf),
 			(unsigned long long)kv_cluster_epoch(c->cl), c->njobs);
@@ -693,7 +692,8 @@ int kvfsd_cluster_view_json(struct kvfsd_cluster *c, struct kvfs_buf *out,
 		kvfs_buf_puts(out, ",");
 		view_node(out, &nodes[i], false, NULL);
 	}
-	kvfs_buf_printf(out, "],\"replicas\":%u,\"transport\":\"%s\","
+	kvfs_buf_printf(out,
+			"],\"replicas\":%u,\"transport\":\"%s\","
 			"\"epoch\":%llu",
 			c->replicas, kv_xfer_transport(c->xf),
 			(unsigned long long)kv_cluster_epoch(c->cl));

@@ -38,18 +38,18 @@
 #include "kvstore/xfer.h"
 
 #define KVFSD_REPLICAS 2u
-#define KVFSD_REPAIR_RATE 200u	/* blocks per second */
+#define KVFSD_REPAIR_RATE 200u /* blocks per second */
 
 struct kvfsd_cluster;
 struct kvfs_fs;
 
 struct kvfsd_cluster_config {
 	struct kv_store *store;
-	const char *url;	/* etcd://HOST:PORT[,HOST:PORT...]/NAME */
+	const char *url; /* etcd://HOST:PORT[,HOST:PORT...]/NAME */
 	const char *node_id;
-	const char *listen;	/* HOST:PORT peers reach us on */
+	const char *listen; /* HOST:PORT peers reach us on */
 	const char *secret_file;
-	const char *conductor;	/* HOST:PORT or NULL */
+	const char *conductor; /* HOST:PORT or NULL */
 	enum kv_transport transport;
 	unsigned replicas;
 	uint32_t timeout_ms;
@@ -90,12 +90,12 @@ int kvfsd_cluster_ns_import(struct kvfsd_cluster *c, const char *ns);
 int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out);
 /* the replication figures of .kvfs/stats (kvfs(7)) */
 struct kvfsd_repl_stats {
-	unsigned replicas;	/* R: copies each block should have */
-	unsigned live_nodes;	/* members now, this one included */
-	size_t queued;		/* sealed blocks waiting to be pushed */
-	unsigned busy;		/* being pushed now */
-	uint64_t pushed;	/* copies pushed to home members */
-	uint64_t gave_up;	/* blocks left short of R after every try */
+	unsigned replicas;   /* R: copies each block should have */
+	unsigned live_nodes; /* members now, this one included */
+	size_t queued;	     /* sealed blocks waiting to be pushed */
+	unsigned busy;	     /* being pushed now */
+	uint64_t pushed;     /* copies pushed to home members */
+	uint64_t gave_up;    /* blocks left short of R after every try */
 };
 /* NULL (a single node): R 1, one live node, nothing else */
 void kvfsd_cluster_repl_stats(struct kvfsd_cluster *c,

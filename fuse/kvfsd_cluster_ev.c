@@ -28,8 +28,8 @@
 #include "src/common/log.h"
 #include "src/common/net.h"
 
-#define EV_RING 65536u		/* events queued between sends */
-#define EV_BATCH 1024u		/* records per frame */
+#define EV_RING 65536u /* events queued between sends */
+#define EV_BATCH 1024u /* records per frame */
 #define EV_RETRY_MS 1000
 #define EV_IO_TIMEOUT_MS 5000
 
@@ -47,7 +47,7 @@ struct cl_ev {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop;
-	bool overflow;		/* events were lost: resync */
+	bool overflow; /* events were lost: resync */
 	struct ev_item *ring;
 	uint32_t head, len;
 	uint64_t seq;
@@ -65,8 +65,8 @@ static void hook(void *arg, enum kv_store_event e, uint32_t ns,
 		ev->overflow = true;
 	} else {
 		it = &ev->ring[(ev->head + ev->len) % EV_RING];
-		it->op = e == KV_STORE_SEALED ? SCHED_EV_INSERT
-					      : SCHED_EV_EVICT;
+		it->op =
+			e == KV_STORE_SEALED ? SCHED_EV_INSERT : SCHED_EV_EVICT;
 		it->ns = ns;
 		memcpy(it->hash, hash, KVFS_HASH_LEN);
 		ev->len++;
@@ -90,8 +90,8 @@ static bool ev_stopping(void *arg)
  * our SYNs must not hold the daemon's stop for the kernel's minutes */
 static int ev_connect(struct cl_ev *ev)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
-	struct timeval tv = {.tv_sec = EV_IO_TIMEOUT_MS / 1000};
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct timeval tv = { .tv_sec = EV_IO_TIMEOUT_MS / 1000 };
 	struct addrinfo *ai;
 	int fd, rc;
 
@@ -214,8 +214,7 @@ static int drain(struct cl_ev *ev, struct sched_ev_rec *recs)
 			return 0;
 		}
 		ns = ev->ring[ev->head].ns;
-		while (ev->len && n < EV_BATCH &&
-		       ev->ring[ev->head].ns == ns) {
+		while (ev->len && n < EV_BATCH && ev->ring[ev->head].ns == ns) {
 			recs[n].op = ev->ring[ev->head].op;
 			memcpy(recs[n].hash, ev->ring[ev->head].hash,
 			       KVFS_HASH_LEN);

@@ -19,7 +19,7 @@ struct kvfsd_cluster {
 	struct kv_store *st;
 	struct kv_xfer *xf;
 	struct kv_cluster *cl;
-	struct kvfs_fs *fs;	/* under lock */
+	struct kvfs_fs *fs; /* under lock */
 	char node_id[KV_NODE_ID_MAX + 1];
 	unsigned replicas;
 	unsigned repair_rate;
@@ -27,8 +27,8 @@ struct kvfsd_cluster {
 	pthread_mutex_t lock;
 	pthread_cond_t work;	/* a job was queued, or stopping */
 	pthread_cond_t idle;	/* a job finished */
-	pthread_cond_t fetched;	/* an inflight fetch finished */
-	pthread_cond_t hk_wake;	/* membership moved, or stopping */
+	pthread_cond_t fetched; /* an inflight fetch finished */
+	pthread_cond_t hk_wake; /* membership moved, or stopping */
 	bool stopping;
 	struct job *jobs, **jobs_tail;
 	size_t njobs;
@@ -39,13 +39,13 @@ struct kvfsd_cluster {
 	int nrepl;
 	pthread_t hk;
 	bool hk_running;
-	uint64_t epoch_seen;	/* housekeeping thread only */
-	size_t ns_published;	/* namespaces at the last publish */
+	uint64_t epoch_seen;	 /* housekeeping thread only */
+	size_t ns_published;	 /* namespaces at the last publish */
 	uint64_t ns_publish_due; /* monotonic ns of the next one anyway */
 	atomic_uint_fast64_t pushed;
-	atomic_uint_fast64_t gave_up;	/* jobs that ran out of tries */
+	atomic_uint_fast64_t gave_up; /* jobs that ran out of tries */
 
-	struct cl_ev *ev;	/* kvfsd_cluster_ev.c: the conductor stream */
+	struct cl_ev *ev; /* kvfsd_cluster_ev.c: the conductor stream */
 };
 
 /* a snapshot of the store's namespaces */

@@ -26,7 +26,10 @@
 #include "kvstore/pool.h"
 #include "kvstore/xfer.h"
 
-#define KOPT(t, m) { t, offsetof(struct kvfsd_opts, m), 1 }
+#define KOPT(t, m)                                                             \
+	{                                                                      \
+		t, offsetof(struct kvfsd_opts, m), 1                           \
+	}
 
 static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("state=%s", state_o),
@@ -186,8 +189,8 @@ void kvfsd_opts_free(struct kvfsd_opts *o)
 /* ---- values -------------------------------------------------------- */
 
 /* one usage error; returns -EINVAL */
-static __attribute__((format(printf, 1, 2))) int
-usage_error(const char *fmt, ...)
+static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt,
+							     ...)
 {
 	char msg[512];
 	va_list ap;
@@ -207,8 +210,10 @@ static int parse_mode(const char *v, mode_t *out)
 	errno = 0;
 	m = strtoul(v, &end, 8);
 	if (end == v || *v < '0' || *v > '7' || *end || errno || m > 0777) {
-		cli_usage_error(NULL, "-o ctl_mode: '%s' is not an octal mode "
-				      "0..0777", v);
+		cli_usage_error(NULL,
+				"-o ctl_mode: '%s' is not an octal mode "
+				"0..0777",
+				v);
 		return -EINVAL;
 	}
 	*out = (mode_t)m;
@@ -229,8 +234,9 @@ static int parse_numbers(struct kvfsd_opts *o)
 		if (rc < 0)
 			return rc;
 		if (o->slot_size % KV_POOL_SLOT_ALIGN) {
-			cli_usage_error(NULL, "-o slot_size: '%s' is not a "
-					      "multiple of 4096",
+			cli_usage_error(NULL,
+					"-o slot_size: '%s' is not a "
+					"multiple of 4096",
 					o->slot_size_o);
 			return -EINVAL;
 		}
@@ -378,7 +384,7 @@ static int plan_path(const char *path, char **out)
 	}
 	if (!abs)
 		return -ENOMEM;
-	for (cut = abs + strlen(abs);; ) {
+	for (cut = abs + strlen(abs);;) {
 		char keep = *cut;
 
 		*cut = '\0';
@@ -404,7 +410,8 @@ static int plan_path(const char *path, char **out)
 		goto out_free;
 	}
 	len = strlen(real);
-	for (c = strtok_r(rest, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+	for (c = strtok_r(rest, "/", &save); c;
+	     c = strtok_r(NULL, "/", &save)) {
 		if (!strcmp(c, "."))
 			continue;
 		if (!strcmp(c, "..")) {
@@ -576,7 +583,8 @@ static int pool_size(struct kvfsd_opts *o)
 				   ? (uint32_t)fit
 				   : KVFSD_SLOTS_MAX_DEFAULT;
 		if (o->slots == 0) {
-			cli_fail(NULL, 0, "too little free space for %s (%llu "
+			cli_fail(NULL, 0,
+				 "too little free space for %s (%llu "
 				 "bytes); give -o slots=N or -o pool=PATH",
 				 o->pool_path, (unsigned long long)room);
 			return -ENOSPC;
@@ -585,7 +593,8 @@ static int pool_size(struct kvfsd_opts *o)
 	/* a pool its file system cannot hold would crash the daemon once
 	 * filled (SIGBUS): refused before anything is made */
 	if ((uint64_t)o->slots * o->slot_size > room) {
-		cli_fail(NULL, 0, "a pool of %u slots of %llu bytes exceeds "
+		cli_fail(NULL, 0,
+			 "a pool of %u slots of %llu bytes exceeds "
 			 "the %llu bytes free for %s; give fewer -o slots",
 			 o->slots, (unsigned long long)o->slot_size,
 			 (unsigned long long)room, o->pool_path);
@@ -628,14 +637,16 @@ static int parse_cluster(struct kvfsd_opts *o)
 	o->node_id = o->node_id_o ? o->node_id_o : KVFSD_NODE_ID;
 	if (o->node_id_o && kv_node_id_valid(o->node_id_o) < 0)
 		return usage_error("bad --node-id '%s' (1..63 of "
-				   "[A-Za-z0-9._-])", o->node_id_o);
-	if (o->conductor_o && (!strrchr(o->conductor_o, ':') ||
-			       o->conductor_o[0] == ':'))
+				   "[A-Za-z0-9._-])",
+				   o->node_id_o);
+	if (o->conductor_o &&
+	    (!strrchr(o->conductor_o, ':') || o->conductor_o[0] == ':'))
 		return usage_error("bad --conductor '%s' (want HOST:PORT)",
 				   o->conductor_o);
 	if (o->conductor_o && !node_number(o->node_id))
 		return usage_error("--conductor needs a --node-id below "
-				   "65536, not '%s'", o->node_id);
+				   "65536, not '%s'",
+				   o->node_id);
 	if (!o->cluster_o) {
 		for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
 			if (only[i])
@@ -698,8 +709,7 @@ static void fuse_msg_flush(void)
 }
 
 /* the check runs before any thread exists: a static buffer will do */
-static void fuse_opt_log(enum fuse_log_level level, const char *fmt,
-			 va_list ap)
+static void fuse_opt_log(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	size_t n = strlen(fuse_msg);
 
@@ -746,8 +756,8 @@ static void unescape_octal(char *s)
 	char *d = s;
 
 	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
 			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
 				      (s[3] - '0'));
 			s += 3;
@@ -793,11 +803,15 @@ static int check_mountpoint(struct kvfsd_opts *o)
 
 	if (kvfs_mounted_on(mnt)) {
 		if (o->discard)
-			cli_fail(NULL, 0, "%s: a kvfs is mounted there; "
-				 "unmount it first", mnt);
+			cli_fail(NULL, 0,
+				 "%s: a kvfs is mounted there; "
+				 "unmount it first",
+				 mnt);
 		else
-			cli_fail(NULL, 0, "%s: a kvfs is mounted there "
-				 "already", mnt);
+			cli_fail(NULL, 0,
+				 "%s: a kvfs is mounted there "
+				 "already",
+				 mnt);
 		return -EBUSY;
 	}
 	if (o->discard)
@@ -876,8 +890,7 @@ static int rm_one(const char *path, const struct stat *st, int flag,
 /* rm -r, without following symbolic links; a missing tree is fine */
 static void rm_tree(const char *path)
 {
-	if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0 &&
-	    errno != ENOENT)
+	if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
 		warn_remove(path);
 }
 
@@ -927,14 +940,18 @@ int kvfsd_discard(struct kvfsd_opts *o)
 		return -errno;
 	}
 	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		cli_fail(NULL, 0, "pool %s is in use by a running kvfsd; "
-			 "stop it first", o->pool_path);
+		cli_fail(NULL, 0,
+			 "pool %s is in use by a running kvfsd; "
+			 "stop it first",
+			 o->pool_path);
 		close(fd);
 		return -EBUSY;
 	}
 	if (index_locked(o->index_dir)) {
-		cli_fail(NULL, 0, "index %s is in use by a running kvfsd; "
-			 "stop it first", o->index_dir);
+		cli_fail(NULL, 0,
+			 "index %s is in use by a running kvfsd; "
+			 "stop it first",
+			 o->index_dir);
 		if (fd >= 0)
 			close(fd);
 		return -EBUSY;

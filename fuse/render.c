@@ -80,15 +80,15 @@ static double hit_rate(const struct kv_stats *s)
 static void json_counters(struct kvfs_buf *b, const struct kv_stats *s)
 {
 	kvfs_buf_printf(
-	    b,
-	    "\"blocks\":%llu,\"bytes\":%llu,\"writing\":%llu,"
-	    "\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
-	    "\"evictions\":%llu,\"seals\":%llu,\"removed\":%llu",
-	    (unsigned long long)s->blocks, (unsigned long long)s->bytes,
-	    (unsigned long long)s->writing, (unsigned long long)s->hits,
-	    (unsigned long long)s->misses, hit_rate(s),
-	    (unsigned long long)s->evictions, (unsigned long long)s->seals,
-	    (unsigned long long)s->removed);
+		b,
+		"\"blocks\":%llu,\"bytes\":%llu,\"writing\":%llu,"
+		"\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
+		"\"evictions\":%llu,\"seals\":%llu,\"removed\":%llu",
+		(unsigned long long)s->blocks, (unsigned long long)s->bytes,
+		(unsigned long long)s->writing, (unsigned long long)s->hits,
+		(unsigned long long)s->misses, hit_rate(s),
+		(unsigned long long)s->evictions, (unsigned long long)s->seals,
+		(unsigned long long)s->removed);
 }
 
 static void json_ns(struct kvfs_buf *b, const struct ns_snap *e)
@@ -137,8 +137,8 @@ int render_stats_json(struct kv_store *st, char **out, size_t *len)
 	return render_stats_json_extra(st, NULL, out, len);
 }
 
-int render_stats_json_extra(struct kv_store *st, const char *extra,
-			    char **out, size_t *len)
+int render_stats_json_extra(struct kv_store *st, const char *extra, char **out,
+			    size_t *len)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
 	struct kv_store_stats s;
@@ -228,22 +228,24 @@ static void label_value(struct kvfs_buf *b, const char *s)
 	}
 }
 
-static const struct metric m_slots = {"pool_slots", GAUGE,
-				      "Block slots in the pool."};
+static const struct metric m_slots = { "pool_slots", GAUGE,
+				       "Block slots in the pool." };
 static const struct metric m_free = {
-    "pool_slots_free", GAUGE, "Slots holding no sealed or written block."};
-static const struct metric m_slot = {"pool_slot_size_bytes", GAUGE,
-				     "Bytes per slot: the largest block."};
-static const struct metric m_leases = {"leases", GAUGE,
-				       "Live prefix-match leases."};
-static const struct metric m_pinned = {"pinned_blocks", GAUGE,
-				       "Sealed blocks with references."};
-static const struct metric m_recov = {"recovered_blocks", GAUGE,
-				      "Sealed blocks found valid at open."};
+	"pool_slots_free", GAUGE, "Slots holding no sealed or written block."
+};
+static const struct metric m_slot = { "pool_slot_size_bytes", GAUGE,
+				      "Bytes per slot: the largest block." };
+static const struct metric m_leases = { "leases", GAUGE,
+					"Live prefix-match leases." };
+static const struct metric m_pinned = { "pinned_blocks", GAUGE,
+					"Sealed blocks with references." };
+static const struct metric m_recov = { "recovered_blocks", GAUGE,
+				       "Sealed blocks found valid at open." };
 static const struct metric m_dropped = {
-    "recovery_dropped_blocks", GAUGE,
-    "Block records dropped at open (bad checksum, lost slot)."};
-static const struct metric m_nns = {"namespaces", GAUGE, "Namespaces."};
+	"recovery_dropped_blocks", GAUGE,
+	"Block records dropped at open (bad checksum, lost slot)."
+};
+static const struct metric m_nns = { "namespaces", GAUGE, "Namespaces." };
 
 /* the kv_stats fields, once for the store and once per namespace */
 enum field {
@@ -261,14 +263,14 @@ enum field {
 #define F_BLOCK_TOKENS F_NFIELDS
 
 static const struct metric m_fields[F_NFIELDS] = {
-    [F_BLOCKS] = {"blocks", GAUGE, "Sealed blocks cached."},
-    [F_BYTES] = {"block_bytes", GAUGE, "Bytes of the sealed blocks."},
-    [F_WRITING] = {"blocks_writing", GAUGE, "Blocks being written."},
-    [F_HITS] = {"hits_total", COUNTER, "Block lookups that hit."},
-    [F_MISSES] = {"misses_total", COUNTER, "Block lookups that missed."},
-    [F_EVICT] = {"evictions_total", COUNTER, "Blocks evicted."},
-    [F_SEALS] = {"seals_total", COUNTER, "Blocks sealed."},
-    [F_REMOVED] = {"removed_total", COUNTER, "Blocks unlinked."},
+	[F_BLOCKS] = { "blocks", GAUGE, "Sealed blocks cached." },
+	[F_BYTES] = { "block_bytes", GAUGE, "Bytes of the sealed blocks." },
+	[F_WRITING] = { "blocks_writing", GAUGE, "Blocks being written." },
+	[F_HITS] = { "hits_total", COUNTER, "Block lookups that hit." },
+	[F_MISSES] = { "misses_total", COUNTER, "Block lookups that missed." },
+	[F_EVICT] = { "evictions_total", COUNTER, "Blocks evicted." },
+	[F_SEALS] = { "seals_total", COUNTER, "Blocks sealed." },
+	[F_REMOVED] = { "removed_total", COUNTER, "Blocks unlinked." },
 };
 
 static uint64_t field(const struct kv_stats *s, enum field f)
@@ -308,15 +310,15 @@ static void metric_ns(struct kvfs_buf *b, const struct metric *m,
 		kvfs_buf_printf(b, "kvfs_namespace_%s{namespace=\"", m->name);
 		label_value(b, sn->v[i].name);
 		kvfs_buf_printf(
-		    b, "\"} %llu\n",
-		    (unsigned long long)(f == F_BLOCK_TOKENS
-					     ? sn->v[i].block_tokens
-					     : field(&sn->v[i].s, f)));
+			b, "\"} %llu\n",
+			(unsigned long long)(f == F_BLOCK_TOKENS
+						     ? sn->v[i].block_tokens
+						     : field(&sn->v[i].s, f)));
 	}
 }
 
-static const struct metric m_btok = {"block_tokens", GAUGE,
-				     "Tokens per block."};
+static const struct metric m_btok = { "block_tokens", GAUGE,
+				      "Tokens per block." };
 
 int render_metrics(struct kv_store *st, char **out, size_t *len)
 {

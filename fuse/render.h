@@ -15,8 +15,8 @@
 int render_stats_json(struct kv_store *st, char **out, size_t *len);
 /* the same with extra (NULL: none), members of the top object beginning
  * with ',', added at its end: .kvfs/stats's "replication" */
-int render_stats_json_extra(struct kv_store *st, const char *extra,
-			    char **out, size_t *len);
+int render_stats_json_extra(struct kv_store *st, const char *extra, char **out,
+			    size_t *len);
 int render_metrics(struct kv_store *st, char **out, size_t *len);
 
 /*

@@ -27,7 +27,7 @@ static void roundtrip(const struct kv_wire_msg *m)
 
 	n = kv_wire_encode(m, buf, sizeof(buf));
 	if (n < 0)
-		abort();	/* what decodes must encode */
+		abort(); /* what decodes must encode */
 	if (kv_wire_hdr_decode(buf, (size_t)n, &h) != 0 ||
 	    kv_wire_decode(&h, buf + KV_WIRE_HDR_LEN, h.meta_len, &m2) != 0)
 		abort();
@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case KV_WIRE_AUTH:
 			if (kv_auth_server_verify(&srv, &m) == 0)
-				abort();	/* forged without the nonce */
+				abort(); /* forged without the nonce */
 			break;
 		case KV_WIRE_CHALLENGE:
 			if (kv_auth_client_answer(&cli, &m, &out) == 0)

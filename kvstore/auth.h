@@ -34,7 +34,7 @@ enum kv_auth_role { KV_AUTH_CLIENT, KV_AUTH_SERVER };
 enum kv_auth_state {
 	KV_AUTH_START = 0,
 	KV_AUTH_SENT_HELLO,	/* client */
-	KV_AUTH_SENT_CHALLENGE,	/* server */
+	KV_AUTH_SENT_CHALLENGE, /* server */
 	KV_AUTH_SENT_AUTH,	/* client */
 	KV_AUTH_DONE,
 	KV_AUTH_FAILED,
@@ -43,7 +43,7 @@ enum kv_auth_state {
 struct kv_auth {
 	enum kv_auth_role role;
 	enum kv_auth_state state;
-	const uint8_t *secret;	/* borrowed; outlives the exchange */
+	const uint8_t *secret; /* borrowed; outlives the exchange */
 	size_t secret_len;
 	uint8_t nc[KV_WIRE_NONCE_LEN];
 	uint8_t ns[KV_WIRE_NONCE_LEN];

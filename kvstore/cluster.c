@@ -332,7 +332,7 @@ static int node_cmp(const void *a, const void *b)
  */
 static int resync(struct kv_cluster *c, int64_t *rev, bool notify)
 {
-	struct snap s = {.c = c};
+	struct snap s = { .c = c };
 	struct kv_node_info *old = NULL;
 	bool changed, self_seen = false;
 	int rc;

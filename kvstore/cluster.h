@@ -32,21 +32,21 @@
 #define KV_CLUSTER_TTL_S 5u
 
 struct kv_node_info {
-	char id[KV_NODE_ID_MAX + 1];	/* [A-Za-z0-9._-], 1..63 chars */
-	char addr[128];		/* HOST:PORT of its transfer engine */
-	char transports[32];	/* "tcp" or "tcp,rdma" */
+	char id[KV_NODE_ID_MAX + 1]; /* [A-Za-z0-9._-], 1..63 chars */
+	char addr[128];		     /* HOST:PORT of its transfer engine */
+	char transports[32];	     /* "tcp" or "tcp,rdma" */
 	uint64_t slot_size;
 	uint32_t nslots;
-	char rdma[256];		/* RDMA endpoint (gid, qpn, rkey...), "" none */
-	char conductor[128];	/* --conductor it reports to, "" none */
+	char rdma[256];	     /* RDMA endpoint (gid, qpn, rkey...), "" none */
+	char conductor[128]; /* --conductor it reports to, "" none */
 };
 
 struct kv_cluster;
 
 struct kv_cluster_config {
-	const char *url;	/* etcd://HOST:PORT[,HOST:PORT...]/NAME */
+	const char *url; /* etcd://HOST:PORT[,HOST:PORT...]/NAME */
 	struct kv_node_info self;
-	uint32_t ttl_s;		/* lease TTL; 0: KV_CLUSTER_TTL_S */
+	uint32_t ttl_s; /* lease TTL; 0: KV_CLUSTER_TTL_S */
 	/* membership changed (a node joined or left); may be NULL */
 	void (*on_change)(void *arg);
 	void *arg;
@@ -98,8 +98,7 @@ uint64_t kv_hrw_weight(const char *id, const char *ns,
  * The min(r, n) nodes of nodes[0..n-1] with the highest weight for (ns,
  * hash), best first: their indices go to out[].  Returns the count.
  */
-size_t kv_hrw_pick(const struct kv_node_info *nodes, size_t n,
-		   const char *ns, const uint8_t hash[KVFS_HASH_LEN],
-		   size_t r, size_t *out);
+size_t kv_hrw_pick(const struct kv_node_info *nodes, size_t n, const char *ns,
+		   const uint8_t hash[KVFS_HASH_LEN], size_t r, size_t *out);
 
 #endif /* KVFS_CLUSTER_H */

@@ -77,8 +77,8 @@ static const char *jstr(json_object *o, const char *key)
 	json_object *v = jget(o, key);
 
 	return v && json_object_is_type(v, json_type_string)
-		   ? json_object_get_string(v)
-		   : NULL;
+		       ? json_object_get_string(v)
+		       : NULL;
 }
 
 /* the gateway writes int64 fields as decimal strings and omits zeros */
@@ -168,7 +168,7 @@ static int curl_fail(char *err, size_t errlen, const char *endpoint, CURL *h,
 		     CURLcode cc, const char *curl_err)
 {
 	const char *what =
-	    curl_err && *curl_err ? curl_err : curl_easy_strerror(cc);
+		curl_err && *curl_err ? curl_err : curl_easy_strerror(cc);
 	long oserr = 0;
 	curl_off_t connected = 0;
 	int rc;
@@ -573,8 +573,8 @@ static int range_walk(struct etcd *e, json_object *kvs, etcd_kv_fn fn,
 		      void *arg)
 {
 	size_t n = kvs && json_object_is_type(kvs, json_type_array)
-		       ? json_object_array_length(kvs)
-		       : 0;
+			   ? json_object_array_length(kvs)
+			   : 0;
 
 	for (size_t i = 0; i < n; i++) {
 		json_object *kv = json_object_array_get_idx(kvs, i);
@@ -720,7 +720,7 @@ static size_t watch_write(char *p, size_t sz, size_t n, void *arg)
 	while (off < len) {
 		size_t chunk = len - off > INT_MAX ? INT_MAX : len - off;
 		json_object *o =
-		    json_tokener_parse_ex(w->tok, p + off, (int)chunk);
+			json_tokener_parse_ex(w->tok, p + off, (int)chunk);
 		enum json_tokener_error je = json_tokener_get_error(w->tok);
 
 		if (je == json_tokener_continue)
@@ -823,8 +823,8 @@ static void watch_done(struct etcd_watch *w)
 			w->ended = -EPIPE;
 		} else {
 			w->ended =
-			    curl_fail(w->err, sizeof(w->err), w->endpoint, w->h,
-				      msg->data.result, w->curl_err);
+				curl_fail(w->err, sizeof(w->err), w->endpoint,
+					  w->h, msg->data.result, w->curl_err);
 		}
 	}
 }

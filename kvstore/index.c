@@ -29,10 +29,6 @@ static int ix_err(char *err, const char *what)
 	return -EIO;
 }
 
-
-
-
-
 static void block_key(uint8_t key[KV_INDEX_BLOCK_KEY_LEN], uint32_t ns,
 		      const uint8_t hash[KVFS_HASH_LEN])
 {
@@ -70,8 +66,7 @@ void kv_index_encode_block(const struct kv_block_rec *rec,
 		memcpy(out + 32, rec->parent, KVFS_HASH_LEN);
 }
 
-int kv_index_decode_block(const void *buf, size_t len,
-			  struct kv_block_rec *rec)
+int kv_index_decode_block(const void *buf, size_t len, struct kv_block_rec *rec)
 {
 	const uint8_t *p = buf;
 
@@ -163,8 +158,8 @@ void kv_index_close(struct kv_index *ix)
 	free(ix);
 }
 
-static int ix_put(struct kv_index *ix, const void *k, size_t kl,
-		  const void *v, size_t vl)
+static int ix_put(struct kv_index *ix, const void *k, size_t kl, const void *v,
+		  size_t vl)
 {
 	char *err = NULL;
 
@@ -305,8 +300,8 @@ int kv_index_get_block(struct kv_index *ix, uint32_t ns,
 	if (!ix || !hash || !rec)
 		return -EINVAL;
 	block_key(key, ns, hash);
-	v = rocksdb_get(ix->db, ix->ropts, (const char *)key, sizeof(key),
-			&vl, &err);
+	v = rocksdb_get(ix->db, ix->ropts, (const char *)key, sizeof(key), &vl,
+			&err);
 	if (err)
 		return ix_err(err, "get");
 	if (!v)
@@ -398,13 +393,14 @@ static int block_step(const char *k, size_t kl, const char *v, size_t vl,
 	struct kv_block_rec rec;
 	uint32_t ns;
 
-	if (kl != KV_INDEX_BLOCK_KEY_LEN || kv_index_decode_block(v, vl, &rec)) {
+	if (kl != KV_INDEX_BLOCK_KEY_LEN ||
+	    kv_index_decode_block(v, vl, &rec)) {
 		kvfs_warn("index: skipping a bad block record");
 		s->bad++;
 		return 0;
 	}
-	ns = (uint32_t)u[1] << 24 | (uint32_t)u[2] << 16 |
-	     (uint32_t)u[3] << 8 | u[4];
+	ns = (uint32_t)u[1] << 24 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 8 |
+	     u[4];
 	return s->fn(ns, u + 5, &rec, s->arg);
 }
 

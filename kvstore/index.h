@@ -76,8 +76,8 @@ void kv_index_close(struct kv_index *ix);
 /* delete every record (used when the pool was formatted anew) */
 int kv_index_clear(struct kv_index *ix);
 
-int kv_index_put_meta(struct kv_index *ix, const char *key,
-		      const void *val, size_t len);
+int kv_index_put_meta(struct kv_index *ix, const char *key, const void *val,
+		      size_t len);
 /* copies at most cap bytes; returns the value's length, -ENOENT absent */
 long kv_index_get_meta(struct kv_index *ix, const char *key, void *val,
 		       size_t cap);

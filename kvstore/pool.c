@@ -30,7 +30,7 @@ static const char pool_magic[8] = { 'K', 'V', 'F', 'S', 'P', 'O', 'O', 'L' };
 
 struct kv_pool {
 	int fd;
-	uint8_t *base;		/* whole file mapped MAP_SHARED */
+	uint8_t *base; /* whole file mapped MAP_SHARED */
 	size_t map_len;
 	uint64_t slot_size;
 	uint32_t nslots;
@@ -48,10 +48,6 @@ struct kv_pool {
 	uint32_t *pos;
 	uint32_t nfree;
 };
-
-
-
-
 
 static int geom_valid(const struct kv_pool_geom *g)
 {
@@ -101,7 +97,8 @@ static int pool_check(int fd, const char *path, const struct kv_pool_geom *g,
 		if (flags & KV_POOL_REFORMAT)
 			return 1;
 		kvfs_err("%s is not a kvfs pool (or of another version); "
-			 "refusing to format it without reformat", path);
+			 "refusing to format it without reformat",
+			 path);
 		return -EINVAL;
 	}
 	if (kv_get_le64(hdr + H_SLOTSIZE) != g->slot_size ||
@@ -118,8 +115,8 @@ static int pool_check(int fd, const char *path, const struct kv_pool_geom *g,
 	if ((uint64_t)st.st_size != file_size(g)) {
 		if (flags & KV_POOL_REFORMAT)
 			return 1;
-		kvfs_err("pool %s is %lld bytes, its header says %llu",
-			 path, (long long)st.st_size,
+		kvfs_err("pool %s is %lld bytes, its header says %llu", path,
+			 (long long)st.st_size,
 			 (unsigned long long)file_size(g));
 		return -EINVAL;
 	}
@@ -189,8 +186,8 @@ static int pool_lists_init(struct kv_pool *p)
 	return pthread_mutex_init(&p->lock, NULL) ? -ENOMEM : 0;
 }
 
-int kv_pool_open(const char *path, const struct kv_pool_geom *g,
-		 unsigned flags, struct kv_pool **out)
+int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
+		 struct kv_pool **out)
 {
 	struct kv_pool *p;
 	int oflags = O_RDWR | O_CLOEXEC;

@@ -47,8 +47,8 @@
 struct kv_pool;
 
 struct kv_pool_geom {
-	uint64_t slot_size;	/* multiple of KV_POOL_SLOT_ALIGN, > 0 */
-	uint32_t nslots;	/* 1 .. UINT32_MAX - 1 */
+	uint64_t slot_size; /* multiple of KV_POOL_SLOT_ALIGN, > 0 */
+	uint32_t nslots;    /* 1 .. UINT32_MAX - 1 */
 };
 
 enum kv_pool_flags {
@@ -65,8 +65,8 @@ enum kv_pool_flags {
  *  - bad geometry in g: -EINVAL; owned by another process: -EBUSY
  * All slots start free; the caller reserves those it knows to be in use.
  */
-int kv_pool_open(const char *path, const struct kv_pool_geom *g,
-		 unsigned flags, struct kv_pool **out);
+int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
+		 struct kv_pool **out);
 /* unmaps and closes; the file stays.  NULL is a no-op. */
 void kv_pool_close(struct kv_pool *p);
 

@@ -74,13 +74,12 @@ struct recover {
 	int err;
 };
 
-static int recover_ns(const char *name, const struct kv_ns_rec *rec,
-		      void *arg)
+static int recover_ns(const char *name, const struct kv_ns_rec *rec, void *arg)
 {
 	struct kv_store *st = arg;
 
-	if (kvfs_ns_valid(name) < 0 || rec->block_tokens >
-					       KVFS_BLOCK_TOKENS_MAX) {
+	if (kvfs_ns_valid(name) < 0 ||
+	    rec->block_tokens > KVFS_BLOCK_TOKENS_MAX) {
 		kvfs_warn("index: ignoring invalid namespace record");
 		return 0;
 	}
@@ -307,7 +306,8 @@ int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out)
 		return -ENOMEM;
 	st->lease_ms = cfg->lease_ms ? cfg->lease_ms : STORE_DEFAULT_LEASE_MS;
 	rc = kv_pool_open(cfg->pool_path, &g,
-			  KV_POOL_CREATE | (cfg->reformat ? KV_POOL_REFORMAT : 0),
+			  KV_POOL_CREATE |
+				  (cfg->reformat ? KV_POOL_REFORMAT : 0),
 			  &st->pool);
 	if (rc < 0)
 		goto out_free;

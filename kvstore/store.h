@@ -55,34 +55,34 @@
 struct kv_store;
 
 struct kv_store_config {
-	const char *pool_path;	/* shared-memory file, e.g. /dev/shm/kvfs.pool */
-	const char *index_dir;	/* RocksDB directory, created when absent */
-	uint64_t slot_size;	/* bytes per block slot, multiple of 4096 */
-	uint32_t nslots;	/* blocks the pool holds */
-	uint32_t lease_ms;	/* default match lease; 0 means 10000 */
-	bool reformat;		/* format pool and index anew if they differ */
+	const char *pool_path; /* shared-memory file, e.g. /dev/shm/kvfs.pool */
+	const char *index_dir; /* RocksDB directory, created when absent */
+	uint64_t slot_size;    /* bytes per block slot, multiple of 4096 */
+	uint32_t nslots;       /* blocks the pool holds */
+	uint32_t lease_ms;     /* default match lease; 0 means 10000 */
+	bool reformat;	       /* format pool and index anew if they differ */
 };
 
 /* per-namespace and whole-store counters (kv_store_stats) */
 struct kv_stats {
-	uint64_t blocks;	/* sealed blocks cached */
-	uint64_t bytes;		/* their sizes, summed */
-	uint64_t writing;	/* blocks being written */
-	uint64_t hits;		/* get/lookup hits + blocks matched */
-	uint64_t misses;	/* get/lookup misses + blocks past a match */
-	uint64_t evictions;	/* blocks evicted to make room or by request */
+	uint64_t blocks;    /* sealed blocks cached */
+	uint64_t bytes;	    /* their sizes, summed */
+	uint64_t writing;   /* blocks being written */
+	uint64_t hits;	    /* get/lookup hits + blocks matched */
+	uint64_t misses;    /* get/lookup misses + blocks past a match */
+	uint64_t evictions; /* blocks evicted to make room or by request */
 	uint64_t seals;
-	uint64_t removed;	/* blocks unlinked */
+	uint64_t removed; /* blocks unlinked */
 };
 
 struct kv_store_stats {
 	struct kv_stats total;
 	uint64_t slots_total;
-	uint64_t slots_free;	/* not holding a sealed or writing block */
+	uint64_t slots_free; /* not holding a sealed or writing block */
 	uint64_t slot_size;
-	uint64_t leases;	/* live match leases */
-	uint64_t pinned;	/* sealed blocks with refs > 0 */
-	uint64_t recovered;	/* sealed blocks found valid at open */
+	uint64_t leases;	   /* live match leases */
+	uint64_t pinned;	   /* sealed blocks with refs > 0 */
+	uint64_t recovered;	   /* sealed blocks found valid at open */
 	uint64_t recovery_dropped; /* records dropped at open (bad checksum,
 				    * slot out of range or reused, lost pool) */
 };
@@ -90,9 +90,9 @@ struct kv_store_stats {
 /* what lookup/stat tells about one block */
 struct kv_block_info {
 	uint32_t slot;
-	uint32_t checksum;	/* CRC-32C of the block's bytes */
+	uint32_t checksum; /* CRC-32C of the block's bytes */
 	uint64_t size;
-	uint64_t seal_ns;	/* wall clock, ns since the epoch */
+	uint64_t seal_ns; /* wall clock, ns since the epoch */
 	uint32_t refs;
 	bool has_parent;
 	uint8_t parent[KVFS_HASH_LEN];
@@ -103,7 +103,7 @@ struct kv_ref {
 	const void *data;
 	uint64_t size;
 	uint32_t slot;
-	uint32_t gen;		/* guards against a stale or double put */
+	uint32_t gen; /* guards against a stale or double put */
 };
 
 int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out);
@@ -141,14 +141,15 @@ int kv_store_ns_foreach(struct kv_store *st,
  * Start a block: takes a slot (evicting if needed) and returns a write
  * handle in *wh.  The handle is the slot number itself, so a process that
  * maps the pool file finds the block at kv_pool_slot_offset(pool, *wh)
- * (the control socket's zero-copy writer relies on this).  parent is the hash of the previous block in the chain,
- * or NULL for the first block; it steers eviction (leaves first).
- * -EEXIST when the name is sealed or being written, -ENOENT for an unknown
- * namespace, -ENOSPC when every slot is referenced or being written.
+ * (the control socket's zero-copy writer relies on this).  parent is the hash
+ * of the previous block in the chain, or NULL for the first block; it steers
+ * eviction (leaves first). -EEXIST when the name is sealed or being written,
+ * -ENOENT for an unknown namespace, -ENOSPC when every slot is referenced or
+ * being written.
  */
 int kv_store_create(struct kv_store *st, uint32_t ns,
-		    const uint8_t hash[KVFS_HASH_LEN],
-		    const uint8_t *parent, uint32_t *wh);
+		    const uint8_t hash[KVFS_HASH_LEN], const uint8_t *parent,
+		    uint32_t *wh);
 /* copy len bytes at off into the block; -EFBIG past the slot's end */
 int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 		   const void *buf, size_t len);
@@ -234,9 +235,9 @@ const struct kv_pool *kv_store_pool(const struct kv_store *st);
 /* ---- events -------------------------------------------------------- */
 
 enum kv_store_event {
-	KV_STORE_SEALED = 1,	/* a block became visible */
-	KV_STORE_GONE = 2,	/* a sealed block left the name space
-				 * (evicted, kv_store_evict, kv_store_remove) */
+	KV_STORE_SEALED = 1, /* a block became visible */
+	KV_STORE_GONE = 2,   /* a sealed block left the name space
+			      * (evicted, kv_store_evict, kv_store_remove) */
 };
 
 /*

@@ -175,8 +175,8 @@ static void blk_unlink_parent(struct kv_store *st, uint32_t slot)
 		return;
 	p = &st->blk[b->parent_slot];
 	/* gen differs: the parent went and its slot was reused */
-	if (p->gen == b->parent_gen && p->state == BLK_SEALED &&
-	    p->nchild && --p->nchild == 0)
+	if (p->gen == b->parent_gen && p->state == BLK_SEALED && p->nchild &&
+	    --p->nchild == 0)
 		lru_refile(st, b->parent_slot);
 	b->parent_slot = NIL;
 }
@@ -286,8 +286,8 @@ static int slot_alloc(struct kv_store *st, uint32_t *slot)
 	return rc;
 }
 
-void store_count_lookup(struct kv_store *st, struct store_ns *n,
-			uint64_t hits, uint64_t misses)
+void store_count_lookup(struct kv_store *st, struct store_ns *n, uint64_t hits,
+			uint64_t misses)
 {
 	st->total.hits += hits;
 	st->total.misses += misses;
@@ -428,8 +428,9 @@ static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 	/* checksum and record outside the lock: the slot is ours alone */
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum = crc ? *crc
-			   : kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rec.checksum =
+		crc ? *crc
+		    : kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
 	rec.seal_ns = kvfs_wall_ns();
 	rec.has_parent = b->has_parent;
 	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
@@ -519,7 +520,7 @@ int kv_store_put(struct kv_store *st, struct kv_ref *ref)
 	if ((b->state == BLK_SEALED || b->state == BLK_DEAD) &&
 	    b->gen == ref->gen && b->refs) {
 		blk_unref(st, ref->slot);
-		ref->slot = NIL;	/* a second put is refused */
+		ref->slot = NIL; /* a second put is refused */
 		ref->data = NULL;
 		rc = 0;
 	}

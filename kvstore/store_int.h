@@ -40,9 +40,9 @@
 
 enum blk_state {
 	BLK_FREE = 0,
-	BLK_WRITING,	/* owned by a writer; in the hash table, invisible */
-	BLK_SEALED,	/* visible, immutable */
-	BLK_DEAD,	/* removed while referenced; slot freed on last put */
+	BLK_WRITING, /* owned by a writer; in the hash table, invisible */
+	BLK_SEALED,  /* visible, immutable */
+	BLK_DEAD,    /* removed while referenced; slot freed on last put */
 };
 
 enum blk_list {
@@ -61,13 +61,13 @@ struct blk {
 	uint8_t pad;
 	uint32_t refs;
 	uint32_t gen;
-	uint64_t last_use;	/* st->tick at its last use */
-	uint64_t lru_stamp;	/* st->tick when linked into its list */
+	uint64_t last_use;  /* st->tick at its last use */
+	uint64_t lru_stamp; /* st->tick when linked into its list */
 	/* cold: writes, eviction, stat */
 	uint32_t lru_prev;
 	uint32_t lru_next;
 	uint32_t nchild;
-	uint32_t parent_slot;	/* NIL unless counted in a parent */
+	uint32_t parent_slot; /* NIL unless counted in a parent */
 	uint32_t parent_gen;
 	uint32_t checksum;
 	uint64_t size;
@@ -78,12 +78,12 @@ struct blk {
 /* one table entry: low 32 bits of the keyed hash (home and tag), slot */
 struct tab_ent {
 	uint32_t h;
-	uint32_t slot;	/* NIL: empty */
+	uint32_t slot; /* NIL: empty */
 };
 
 struct lru {
-	uint32_t head;	/* most recently used */
-	uint32_t tail;	/* next victim */
+	uint32_t head; /* most recently used */
+	uint32_t tail; /* next victim */
 	uint64_t len;
 };
 
@@ -97,10 +97,10 @@ struct store_ns {
 
 struct lease {
 	uint64_t id;
-	uint64_t expires_ns;	/* monotonic */
+	uint64_t expires_ns; /* monotonic */
 	uint32_t n;
 	struct lease *prev, *next;
-	uint32_t slot_gen[];	/* n pairs: slot, gen */
+	uint32_t slot_gen[]; /* n pairs: slot, gen */
 };
 
 struct kv_store {
@@ -115,18 +115,18 @@ struct kv_store {
 	pthread_mutex_t lock;
 	struct blk *blk;
 	struct tab_ent *tab;
-	uint32_t tab_mask;	/* capacity - 1, capacity >= 2 * nslots */
+	uint32_t tab_mask; /* capacity - 1, capacity >= 2 * nslots */
 	struct lru leaf, inner;
-	uint64_t tick;		/* use counter behind blk.last_use */
+	uint64_t tick; /* use counter behind blk.last_use */
 
-	struct store_ns **ns;	/* by id; NULL for removed ids */
+	struct store_ns **ns; /* by id; NULL for removed ids */
 	uint32_t ns_cap;
 	uint32_t next_ns_id;
 
 	struct lease *leases;
 	uint64_t nleases;
 	uint64_t next_lease;
-	uint64_t lease_min_ns;	/* earliest expiry, UINT64_MAX when none */
+	uint64_t lease_min_ns; /* earliest expiry, UINT64_MAX when none */
 
 	kv_store_event_fn event_fn; /* kv_store_set_event_hook, under lock */
 	void *event_arg;
@@ -141,7 +141,7 @@ struct kv_store {
 struct store_ns *store_ns_get(struct kv_store *st, uint32_t id);
 
 /* store_tab.c: all called with st->lock held (tab_alloc at open) */
-void *tab_map(size_t len);		/* zeroed, huge pages advised */
+void *tab_map(size_t len); /* zeroed, huge pages advised */
 void tab_unmap(void *p, size_t len);
 int tab_alloc(struct kv_store *st);
 void tab_free(struct kv_store *st);
@@ -156,8 +156,8 @@ void blk_ref(struct kv_store *st, uint32_t slot);
 void blk_unref(struct kv_store *st, uint32_t slot);
 void blk_touch(struct kv_store *st, uint32_t slot);
 void blk_link_parent(struct kv_store *st, uint32_t slot);
-void store_count_lookup(struct kv_store *st, struct store_ns *n,
-			uint64_t hits, uint64_t misses);
+void store_count_lookup(struct kv_store *st, struct store_ns *n, uint64_t hits,
+			uint64_t misses);
 
 /* store_match.c */
 void lease_sweep_locked(struct kv_store *st, uint64_t now);

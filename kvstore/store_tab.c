@@ -79,8 +79,8 @@ void *tab_map(size_t len)
 
 	if (len == 0)
 		return NULL;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	/* random access over up to hundreds of MB: spare the TLB */

@@ -16,9 +16,9 @@
 
 struct wire_type {
 	const char *name;
-	uint16_t fixed;		/* meta bytes before the ns, if any */
-	int16_t ns_off;		/* offset of the u16 ns_len, -1: no ns */
-	bool data;		/* block data follows the meta */
+	uint16_t fixed; /* meta bytes before the ns, if any */
+	int16_t ns_off; /* offset of the u16 ns_len, -1: no ns */
+	bool data;	/* block data follows the meta */
 };
 
 static const struct wire_type types[] = {
@@ -64,12 +64,6 @@ bool kv_wire_type_has_data(unsigned type)
 }
 
 /* little-endian fields: src/common/le.h */
-
-
-
-
-
-
 
 /* ---- header -------------------------------------------------------- */
 
@@ -262,7 +256,7 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 	case KV_WIRE_COMMIT:
 		m->token = kv_get_le64(p);
 		break;
-	default:	/* empty metas */
+	default: /* empty metas */
 		break;
 	}
 	if (rc == 0 && t->data && kv_wire_data_len(h) != m->size)

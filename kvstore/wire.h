@@ -78,7 +78,7 @@
 #define KV_WIRE_VERSION 1
 #define KV_WIRE_HDR_LEN 24u
 #define KV_WIRE_META_MAX 512u
-#define KV_WIRE_MAX_DATA (1u << 30)	/* largest block on the wire */
+#define KV_WIRE_MAX_DATA (1u << 30) /* largest block on the wire */
 #define KV_WIRE_MAX_PAYLOAD (KV_WIRE_MAX_DATA + KV_WIRE_META_MAX)
 #define KV_WIRE_HASH_LEN 32
 #define KV_WIRE_NONCE_LEN 32
@@ -155,8 +155,8 @@ struct kv_wire_msg {
 	uint8_t mac[KV_WIRE_MAC_LEN];
 	uint32_t transports;
 	/* replies */
-	uint32_t err;		/* ERR: positive errno */
-	uint32_t present;	/* HAS_OK */
+	uint32_t err;	  /* ERR: positive errno */
+	uint32_t present; /* HAS_OK */
 	/* rdma */
 	uint64_t addr;
 	uint32_t rkey;

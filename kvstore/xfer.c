@@ -104,9 +104,10 @@ static int listen_open(struct kv_xfer *x, const char *addr)
 		return rc;
 	}
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-		x->port = ntohs(ss.ss_family == AF_INET6 ?
-				((struct sockaddr_in6 *)&ss)->sin6_port :
-				((struct sockaddr_in *)&ss)->sin_port);
+		x->port =
+			ntohs(ss.ss_family == AF_INET6
+				      ? ((struct sockaddr_in6 *)&ss)->sin6_port
+				      : ((struct sockaddr_in *)&ss)->sin_port);
 	x->lfd = fd;
 	return 0;
 }
@@ -266,7 +267,7 @@ static int client_handshake(struct kv_xfer *x, int fd, const char *peer,
 	if (rc == -EACCES)
 		kvfs_warn("xfer: %s refused our secret", peer);
 	else if (rc == -ECONNRESET)
-		rc = -EACCES;	/* a server hangs up on a bad proof */
+		rc = -EACCES; /* a server hangs up on a bad proof */
 	*peer_tp = in.transports;
 	return rc;
 }
@@ -514,7 +515,7 @@ int xconn_call(struct xconn *c, struct kv_wire_msg *m, uint8_t reply_type,
 	if (rc < 0)
 		return rc;
 	m->id = r.id;
-	xio_send_msg(c, m, deadline);	/* a failure fails r */
+	xio_send_msg(c, m, deadline); /* a failure fails r */
 	rc = xconn_wait(c, &r, deadline);
 	if (rc == 0 && r.reply.type != reply_type)
 		rc = -EBADMSG;
@@ -650,8 +651,8 @@ static void *server_thread(void *arg)
 		if (rc != -ECANCELED) {
 			atomic_fetch_add(&x->st.auth_failures, 1);
 			kvfs_warn("xfer: peer %s refused: %s", c->peer,
-				  rc == -EACCES ? "wrong secret" :
-						  strerror(-rc));
+				  rc == -EACCES ? "wrong secret"
+						: strerror(-rc));
 		}
 		goto out;
 	}
@@ -868,7 +869,7 @@ static int conn_get(struct kv_xfer *x, const char *peer, uint64_t deadline,
 		xconn_free(old);
 		pthread_mutex_lock(&x->lock);
 	}
-	c->refs = 2;	/* the cache's and the caller's */
+	c->refs = 2; /* the cache's and the caller's */
 	c->next = x->clients;
 	x->clients = c;
 	pthread_mutex_unlock(&x->lock);
@@ -904,8 +905,8 @@ static int choose_transport(struct kv_xfer *x, enum kv_transport want)
 		rc = -ENODEV;
 	}
 	if (want == KV_TRANSPORT_RDMA) {
-		kvfs_err("xfer: transport rdma asked for, but %s", why2[0] ?
-			 why2 : why);
+		kvfs_err("xfer: transport rdma asked for, but %s",
+			 why2[0] ? why2 : why);
 		return rc == -ENOMEM ? rc : -ENODEV;
 	}
 	x->ops = &xfer_tcp_ops;
@@ -955,8 +956,8 @@ int kv_xfer_open(const struct kv_xfer_config *cfg, struct kv_xfer **out)
 		rc = -ENOSYS;
 		goto out_free;
 	}
-	atomic_init(&x->zc, io_uring_opcode_supported(probe,
-						      IORING_OP_SEND_ZC));
+	atomic_init(&x->zc,
+		    io_uring_opcode_supported(probe, IORING_OP_SEND_ZC));
 	io_uring_free_probe(probe);
 
 	rc = choose_transport(x, cfg->transport);
@@ -1061,8 +1062,7 @@ static void leave(struct kv_xfer *x)
 	pthread_mutex_unlock(&x->lock);
 }
 
-static bool have_local(struct kv_xfer *x, const char *ns,
-		       const uint8_t *hash)
+static bool have_local(struct kv_xfer *x, const char *ns, const uint8_t *hash)
 {
 	struct kv_block_info bi;
 	uint32_t id, bt;

@@ -47,7 +47,7 @@ enum kv_transport {
 /* "auto", "tcp", "rdma"; -EINVAL otherwise */
 int kv_transport_parse(const char *s, enum kv_transport *t);
 
-#define KV_XFER_SECRET_MIN 16	/* bytes */
+#define KV_XFER_SECRET_MIN 16 /* bytes */
 #define KV_XFER_TIMEOUT_MS 5000u
 
 struct kv_xfer_config {
@@ -55,10 +55,10 @@ struct kv_xfer_config {
 	/* "HOST:PORT" (IPv4, [IPv6] or a name) to serve peers on; port 0
 	 * picks a free one (kv_xfer_port).  NULL: client only. */
 	const char *listen;
-	const uint8_t *secret;	/* cluster secret, >= KV_XFER_SECRET_MIN */
+	const uint8_t *secret; /* cluster secret, >= KV_XFER_SECRET_MIN */
 	size_t secret_len;
 	enum kv_transport transport;
-	uint32_t timeout_ms;	/* connect and each remote call; 0: default */
+	uint32_t timeout_ms; /* connect and each remote call; 0: default */
 	/* called on an engine thread after a block a peer pushed here is
 	 * sealed in the local store (NULL: nothing); must not block long */
 	void (*on_insert)(void *arg, const char *ns,
@@ -115,10 +115,10 @@ void kv_xfer_forget(struct kv_xfer *x, const char *peer);
 struct kv_xfer_stats {
 	uint64_t fetches, fetch_bytes, fetch_errors;
 	uint64_t pushes, push_bytes, push_errors;
-	uint64_t served, served_bytes;	/* requests answered for peers */
-	uint64_t auth_failures;		/* peers refused */
-	uint64_t bad_frames;		/* frames rejected by the parser */
-	uint64_t conns;			/* connections open now */
+	uint64_t served, served_bytes; /* requests answered for peers */
+	uint64_t auth_failures;	       /* peers refused */
+	uint64_t bad_frames;	       /* frames rejected by the parser */
+	uint64_t conns;		       /* connections open now */
 };
 void kv_xfer_stats(struct kv_xfer *x, struct kv_xfer_stats *out);
 

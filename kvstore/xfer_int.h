@@ -39,7 +39,7 @@
 #include "kvstore/xfer.h"
 
 #define XFER_PEER_MAX 256
-#define XFER_TICK_MS 100	/* how often blocked threads look at stop */
+#define XFER_TICK_MS 100 /* how often blocked threads look at stop */
 
 struct kv_xfer;
 struct xconn;
@@ -47,15 +47,15 @@ struct xconn;
 /* a caller's request in flight on a connection */
 struct xreq {
 	uint64_t id;
-	uint8_t type;		/* request type sent */
-	struct xreq *next;	/* c->pending, under c->lock */
+	uint8_t type;	   /* request type sent */
+	struct xreq *next; /* c->pending, under c->lock */
 	/* GET over tcp: where the reader stores the block */
 	const char *ns;
 	const uint8_t *hash;
-	bool claimed;		/* the reader is receiving its data */
+	bool claimed; /* the reader is receiving its data */
 	bool done;
-	int result;		/* 0 or -errno once done */
-	struct kv_wire_msg reply;	/* the reply's meta */
+	int result;		  /* 0 or -errno once done */
+	struct kv_wire_msg reply; /* the reply's meta */
 };
 
 struct xfer_ops {
@@ -66,8 +66,7 @@ struct xfer_ops {
 	/* client connection just authenticated: set up the data path;
 	 * a transport that cannot reach this peer returns < 0 and the
 	 * connection falls back to tcp */
-	int (*conn_init)(struct kv_xfer *x, struct xconn *c,
-			 uint64_t deadline);
+	int (*conn_init)(struct kv_xfer *x, struct xconn *c, uint64_t deadline);
 	void (*conn_fini)(struct xconn *c);
 	/* fetch: start sends the request, finish waits and stores it */
 	int (*fetch_start)(struct xconn *c, struct xreq *r, const char *ns,
@@ -103,8 +102,8 @@ int xfer_pin_block(struct kv_xfer *x, const char *ns, const uint8_t *hash,
 
 struct xconn {
 	struct kv_xfer *x;
-	const struct xfer_ops *ops;	/* data path of this connection */
-	char peer[XFER_PEER_MAX];	/* "HOST:PORT" (client), or address */
+	const struct xfer_ops *ops; /* data path of this connection */
+	char peer[XFER_PEER_MAX];   /* "HOST:PORT" (client), or address */
 	bool server;
 	int fd;
 	/* the peer is this host (loopback): SEND_ZC only costs there, since
@@ -114,25 +113,25 @@ struct xconn {
 	uint32_t peer_transports;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* a request finished or the conn died */
+	pthread_cond_t cond; /* a request finished or the conn died */
 	struct xreq *pending;
-	int dead;		/* 0 alive, else -errno: why it died */
-	int refs;		/* client: cache + callers */
+	int dead; /* 0 alive, else -errno: why it died */
+	int refs; /* client: cache + callers */
 	uint64_t next_id;
 
 	pthread_mutex_t send_lock;
 	struct io_uring sring;
 	struct io_uring rring;
 	bool rings;
-	bool counted;		/* in st.conns */
+	bool counted; /* in st.conns */
 
-	pthread_t thread;	/* reader (client) / handshake+reader (server) */
+	pthread_t thread; /* reader (client) / handshake+reader (server) */
 	bool thread_started;
-	atomic_bool finished;	/* server thread ended: reap it */
+	atomic_bool finished; /* server thread ended: reap it */
 	atomic_bool stop;
 
-	void *tp;		/* transport state (rdma QP) */
-	struct xconn *next;	/* x->clients or x->served */
+	void *tp;	    /* transport state (rdma QP) */
+	struct xconn *next; /* x->clients or x->served */
 };
 
 struct kv_xfer {
@@ -143,20 +142,20 @@ struct kv_xfer {
 	void (*on_insert)(void *arg, const char *ns,
 			  const uint8_t hash[KVFS_HASH_LEN]);
 	void *cb_arg;
-	const struct xfer_ops *ops;	/* chosen transport */
-	void *tp;			/* its engine state */
-	atomic_bool zc;			/* IORING_OP_SEND_ZC usable */
+	const struct xfer_ops *ops; /* chosen transport */
+	void *tp;		    /* its engine state */
+	atomic_bool zc;		    /* IORING_OP_SEND_ZC usable */
 
 	int lfd;
 	int port;
 	pthread_t acceptor;
 	bool accepting;
 
-	pthread_mutex_t lock;	/* clients, served, calls, stopping */
-	pthread_cond_t idle;	/* calls dropped to 0 */
+	pthread_mutex_t lock; /* clients, served, calls, stopping */
+	pthread_cond_t idle;  /* calls dropped to 0 */
 	struct xconn *clients;
 	struct xconn *served;
-	unsigned calls;		/* public calls in progress */
+	unsigned calls; /* public calls in progress */
 	bool stopping;
 
 	struct {

@@ -40,7 +40,7 @@
 #include "src/common/crc32c.h"
 #include "src/common/log.h"
 #include "src/common/probe.h"
-#include "kvstore/pool.h"	/* the pool behind the store: base and length */
+#include "kvstore/pool.h" /* the pool behind the store: base and length */
 #include "kvstore/xfer_int.h"
 
 #define CQ_DEPTH 128
@@ -61,10 +61,10 @@ struct rdma_eng {
 /* server side: a slot held for a peer between LOCATE/ALLOC and
  * RELEASE/COMMIT */
 struct pin {
-	uint64_t token;		/* 0: free entry */
+	uint64_t token; /* 0: free entry */
 	bool write;
-	struct kv_ref ref;	/* LOCATE */
-	uint32_t wh;		/* ALLOC */
+	struct kv_ref ref; /* LOCATE */
+	uint32_t wh;	   /* ALLOC */
 	uint64_t size;
 	uint32_t crc;
 	char ns[KV_WIRE_NS_MAX + 1];
@@ -76,7 +76,7 @@ struct rdma_conn {
 	struct ibv_qp *qp;
 	struct kv_wire_ep remote;
 	pthread_mutex_t poll_lock;
-	struct pin *pins;	/* server: MAX_PINS; reader thread only */
+	struct pin *pins; /* server: MAX_PINS; reader thread only */
 	uint64_t next_token;
 };
 
@@ -136,9 +136,10 @@ static int rdma_init(struct kv_xfer *x, char *why, size_t len)
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 				   IBV_ACCESS_REMOTE_WRITE);
 	if (!e->mr) {
-		snprintf(why, len, "cannot register the pool (%llu bytes) "
-			 "as one MR: errno %d", (unsigned long long)e->len,
-			 errno);
+		snprintf(why, len,
+			 "cannot register the pool (%llu bytes) "
+			 "as one MR: errno %d",
+			 (unsigned long long)e->len, errno);
 		rc = -ENOMEM;
 		goto out_pd;
 	}
@@ -180,14 +181,16 @@ static struct rdma_conn *rconn_new(struct kv_xfer *x, bool server)
 	struct rdma_eng *e = eng(x);
 	struct ibv_qp_init_attr qa = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = MAX_WR, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = MAX_WR,
+			 .max_recv_wr = 1,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
 		.port_num = e->port,
-		.qp_access_flags = IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_REMOTE_WRITE,
+		.qp_access_flags =
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE,
 	};
 	struct rdma_conn *rc = calloc(1, sizeof(*rc));
 
@@ -207,9 +210,9 @@ static struct rdma_conn *rconn_new(struct kv_xfer *x, bool server)
 	rc->qp = ibv_create_qp(e->pd, &qa);
 	if (!rc->qp)
 		goto out_cq;
-	if (ibv_modify_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-					      IBV_QP_PORT |
-					      IBV_QP_ACCESS_FLAGS) != 0)
+	if (ibv_modify_qp(rc->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS) != 0)
 		goto out_qp;
 	return rc;
 out_qp:
@@ -240,13 +243,12 @@ static void local_ep(struct kv_xfer *x, struct rdma_conn *rc, uint32_t psn,
 }
 
 /* INIT -> RTR -> RTS toward the remote endpoint */
-static int qp_connect(struct kv_xfer *x, struct rdma_conn *rc,
-		      uint32_t my_psn, const struct kv_wire_ep *r)
+static int qp_connect(struct kv_xfer *x, struct rdma_conn *rc, uint32_t my_psn,
+		      const struct kv_wire_ep *r)
 {
 	struct rdma_eng *e = eng(x);
-	enum ibv_mtu mtu = r->mtu < e->pattr.active_mtu ?
-				   (enum ibv_mtu)r->mtu :
-				   e->pattr.active_mtu;
+	enum ibv_mtu mtu = r->mtu < e->pattr.active_mtu ? (enum ibv_mtu)r->mtu
+							: e->pattr.active_mtu;
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = mtu ? mtu : IBV_MTU_1024,
@@ -265,12 +267,11 @@ static int qp_connect(struct kv_xfer *x, struct rdma_conn *rc,
 		a.ah_attr.grh.hop_limit = 64;
 		a.ah_attr.grh.sgid_index = 0;
 	}
-	if (ibv_modify_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-					      IBV_QP_PATH_MTU |
-					      IBV_QP_DEST_QPN |
-					      IBV_QP_RQ_PSN |
-					      IBV_QP_MAX_DEST_RD_ATOMIC |
-					      IBV_QP_MIN_RNR_TIMER) != 0)
+	if (ibv_modify_qp(rc->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER) != 0)
 		return -EIO;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -279,10 +280,10 @@ static int qp_connect(struct kv_xfer *x, struct rdma_conn *rc,
 	a.rnr_retry = 7;
 	a.sq_psn = my_psn & 0xffffff;
 	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-					      IBV_QP_RETRY_CNT |
-					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					      IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+	if (ibv_modify_qp(rc->qp, &a,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				  IBV_QP_MAX_QP_RD_ATOMIC) != 0)
 		return -EIO;
 	rc->remote = *r;
 	return 0;
@@ -305,8 +306,7 @@ static uint32_t rand_psn(void)
 	return v & 0xffffff;
 }
 
-static int rdma_conn_init(struct kv_xfer *x, struct xconn *c,
-			  uint64_t deadline)
+static int rdma_conn_init(struct kv_xfer *x, struct xconn *c, uint64_t deadline)
 {
 	struct kv_wire_msg m = { .type = KV_WIRE_RDMA_EP }, reply;
 	struct rdma_conn *rc = rconn_new(x, false);
@@ -356,8 +356,7 @@ static void rdma_conn_fini(struct xconn *c)
 
 /* ---- one-sided operations ------------------------------------------ */
 
-static int rdma_wait_wc(struct xconn *c, struct rdma_wait *w,
-			uint64_t deadline)
+static int rdma_wait_wc(struct xconn *c, struct rdma_wait *w, uint64_t deadline)
 {
 	struct rdma_conn *rc = c->tp;
 	bool flushed = false;
@@ -435,7 +434,7 @@ static int rdma_rw(struct xconn *c, enum ibv_wr_opcode op, void *local,
 		return -EBADMSG;
 	err = ibv_post_send(rc->qp, &wr, &bad);
 	if (err)
-		return -err;	/* ibverbs returns a positive errno */
+		return -err; /* ibverbs returns a positive errno */
 	return rdma_wait_wc(c, &w, deadline);
 }
 
@@ -454,8 +453,7 @@ static void release(struct xconn *c, uint64_t token, uint64_t deadline)
 	xconn_call(c, &m, KV_WIRE_RELEASE_OK, NULL, deadline);
 }
 
-static int rdma_fetch_finish(struct xconn *c, struct xreq *r,
-			     uint64_t deadline)
+static int rdma_fetch_finish(struct xconn *c, struct xreq *r, uint64_t deadline)
 {
 	struct kv_store *st = c->x->store;
 	const struct kv_wire_msg *m = &r->reply;
@@ -483,7 +481,8 @@ static int rdma_fetch_finish(struct xconn *c, struct xreq *r,
 		goto out_release;
 	p = kv_store_wptr(st, wh);
 	rc = p ? rdma_rw(c, IBV_WR_RDMA_READ, p, m->size, m->addr, m->rkey,
-			 deadline) : -EIO;
+			 deadline)
+	       : -EIO;
 	if (rc == 0 && kvfs_crc32c(0, p, m->size) != m->crc)
 		rc = -EBADMSG;
 	if (rc == 0)
@@ -510,7 +509,7 @@ static int rdma_push(struct xconn *c, const char *ns, const uint8_t *hash,
 	if (rc < 0)
 		return rc;
 	rc = xconn_call(c, &m, KV_WIRE_ALLOC_OK, &reply, deadline);
-	if (rc == -EEXIST) {	/* the peer has it already */
+	if (rc == -EEXIST) { /* the peer has it already */
 		rc = 0;
 		goto out_put;
 	}
@@ -523,7 +522,7 @@ static int rdma_push(struct xconn *c, const char *ns, const uint8_t *hash,
 	m.token = reply.token;
 	if (rc == 0)
 		rc = xconn_call(c, &m, KV_WIRE_PUT_OK, NULL, deadline);
-	else	/* COMMIT of an unwritten slot fails its crc: aborted */
+	else /* COMMIT of an unwritten slot fails its crc: aborted */
 		xconn_call(c, &m, KV_WIRE_PUT_OK, NULL, deadline);
 out_put:
 	kv_store_put(st, &ref);
@@ -558,7 +557,7 @@ static int serve_ep(struct xconn *c, const struct kv_wire_msg *m)
 	uint32_t psn = rand_psn();
 	struct rdma_conn *rc;
 
-	if (c->tp)		/* one QP per connection */
+	if (c->tp) /* one QP per connection */
 		return -EBADMSG;
 	rc = rconn_new(c->x, true);
 	if (!rc)
@@ -626,8 +625,8 @@ static int serve_alloc(struct xconn *c, const struct kv_wire_msg *m)
 	p = pin_new(rc);
 	if (!p)
 		return xconn_send_err(c, m->id, EAGAIN);
-	err = kv_store_create(st, id, m->hash,
-			      m->has_parent ? m->parent : NULL, &p->wh);
+	err = kv_store_create(st, id, m->hash, m->has_parent ? m->parent : NULL,
+			      &p->wh);
 	ptr = err == 0 ? kv_store_wptr(st, p->wh) : NULL;
 	if (err == 0 && !ptr) {
 		kv_store_abort(st, p->wh);
@@ -691,7 +690,7 @@ static int rdma_serve(struct xconn *c, const struct kv_wire_msg *m)
 {
 	if (m->type == KV_WIRE_RDMA_EP)
 		return serve_ep(c, m);
-	if (!c->tp)	/* no QP yet: nothing else of ours makes sense */
+	if (!c->tp) /* no QP yet: nothing else of ours makes sense */
 		return -EBADMSG;
 	switch (m->type) {
 	case KV_WIRE_LOCATE:

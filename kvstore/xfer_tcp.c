@@ -136,7 +136,7 @@ static int send_seg(struct xconn *c, const uint8_t *p, size_t len, bool zc,
 		int res;
 
 		if (!sqe)
-			return -EBUSY;	/* cannot happen: one op at a time */
+			return -EBUSY; /* cannot happen: one op at a time */
 		if (zc)
 			io_uring_prep_send_zc(sqe, c->fd, p + off, len - off,
 					      MSG_NOSIGNAL, 0);
@@ -229,8 +229,8 @@ static int rx_crc(struct xconn *c, void *buf, size_t len, bool idle,
 
 		if (!sqe)
 			return -EBUSY;
-		io_uring_prep_recv(sqe, c->fd, (uint8_t *)buf + got,
-				   len - got, 0);
+		io_uring_prep_recv(sqe, c->fd, (uint8_t *)buf + got, len - got,
+				   0);
 		rc = io_uring_submit(&c->rring);
 		if (rc < 0)
 			return rc;
@@ -249,7 +249,7 @@ static int rx_crc(struct xconn *c, void *buf, size_t len, bool idle,
 			*crc = kvfs_crc32c(*crc, (uint8_t *)buf + got,
 					   (size_t)cqe.res);
 		got += (size_t)cqe.res;
-		deadline = xfer_now_ms() + t;	/* progress: a new window */
+		deadline = xfer_now_ms() + t; /* progress: a new window */
 	}
 	return 0;
 }
@@ -297,7 +297,7 @@ static int rx_block(struct xconn *c, const char *ns, const uint8_t *hash,
 	rc = kv_store_create(st, id, hash, m->has_parent ? m->parent : NULL,
 			     &wh);
 	if (rc == -EEXIST) {
-		rc = 0;		/* already have it (or it is being written) */
+		rc = 0; /* already have it (or it is being written) */
 		goto out_drain;
 	}
 	if (rc < 0)
@@ -336,16 +336,26 @@ static bool reply_matches(uint8_t req, uint8_t rep)
 	if (rep == KV_WIRE_ERR)
 		return true;
 	switch (req) {
-	case KV_WIRE_GET: return rep == KV_WIRE_GET_OK;
-	case KV_WIRE_PUT: return rep == KV_WIRE_PUT_OK;
-	case KV_WIRE_HAS: return rep == KV_WIRE_HAS_OK;
-	case KV_WIRE_PING: return rep == KV_WIRE_PONG;
-	case KV_WIRE_RDMA_EP: return rep == KV_WIRE_RDMA_EP;
-	case KV_WIRE_LOCATE: return rep == KV_WIRE_LOCATE_OK;
-	case KV_WIRE_RELEASE: return rep == KV_WIRE_RELEASE_OK;
-	case KV_WIRE_ALLOC: return rep == KV_WIRE_ALLOC_OK;
-	case KV_WIRE_COMMIT: return rep == KV_WIRE_PUT_OK;
-	default: return false;
+	case KV_WIRE_GET:
+		return rep == KV_WIRE_GET_OK;
+	case KV_WIRE_PUT:
+		return rep == KV_WIRE_PUT_OK;
+	case KV_WIRE_HAS:
+		return rep == KV_WIRE_HAS_OK;
+	case KV_WIRE_PING:
+		return rep == KV_WIRE_PONG;
+	case KV_WIRE_RDMA_EP:
+		return rep == KV_WIRE_RDMA_EP;
+	case KV_WIRE_LOCATE:
+		return rep == KV_WIRE_LOCATE_OK;
+	case KV_WIRE_RELEASE:
+		return rep == KV_WIRE_RELEASE_OK;
+	case KV_WIRE_ALLOC:
+		return rep == KV_WIRE_ALLOC_OK;
+	case KV_WIRE_COMMIT:
+		return rep == KV_WIRE_PUT_OK;
+	default:
+		return false;
 	}
 }
 
@@ -395,14 +405,14 @@ static int client_get_ok(struct xconn *c, const struct kv_wire_msg *m,
 		memcpy(hash, r->hash, sizeof(hash));
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (!r)		/* its caller gave up: nobody wants the bytes */
+	if (!r) /* its caller gave up: nobody wants the bytes */
 		return drain(c, scratch, m->size);
 
 	res = rx_block(c, ns, hash, m, scratch, &fatal);
 	if (fatal < 0)
 		return fatal;
 	pthread_mutex_lock(&c->lock);
-	r = find_req(c, m->id);	/* still there unless it timed out */
+	r = find_req(c, m->id); /* still there unless it timed out */
 	if (r)
 		finish_req(c, r, res < 0 ? res : 0, m);
 	pthread_mutex_unlock(&c->lock);
@@ -418,12 +428,17 @@ static int client_frame(struct xconn *c, const struct kv_wire_msg *m,
 	if (m->type == KV_WIRE_GET_OK)
 		return client_get_ok(c, m, scratch);
 	switch (m->type) {
-	case KV_WIRE_PUT_OK: case KV_WIRE_HAS_OK: case KV_WIRE_PONG:
-	case KV_WIRE_ERR: case KV_WIRE_RDMA_EP: case KV_WIRE_LOCATE_OK:
-	case KV_WIRE_RELEASE_OK: case KV_WIRE_ALLOC_OK:
+	case KV_WIRE_PUT_OK:
+	case KV_WIRE_HAS_OK:
+	case KV_WIRE_PONG:
+	case KV_WIRE_ERR:
+	case KV_WIRE_RDMA_EP:
+	case KV_WIRE_LOCATE_OK:
+	case KV_WIRE_RELEASE_OK:
+	case KV_WIRE_ALLOC_OK:
 		break;
 	default:
-		return -EBADMSG;	/* a request, or the handshake again */
+		return -EBADMSG; /* a request, or the handshake again */
 	}
 	pthread_mutex_lock(&c->lock);
 	r = find_req(c, m->id);
@@ -492,7 +507,7 @@ void xio_reader(struct xconn *c)
 		if (rc < 0)
 			break;
 		continue;
-bad:
+	bad:
 		atomic_fetch_add(&c->x->st.bad_frames, 1);
 		kvfs_warn("xfer: %s: bad frame (%s), closing", c->peer,
 			  kv_wire_type_name(h.type));
@@ -520,8 +535,7 @@ static int tcp_fetch_start(struct xconn *c, struct xreq *r, const char *ns,
 	return xfer_block_req(c, r, KV_WIRE_GET, ns, hash);
 }
 
-static int tcp_fetch_finish(struct xconn *c, struct xreq *r,
-			    uint64_t deadline)
+static int tcp_fetch_finish(struct xconn *c, struct xreq *r, uint64_t deadline)
 {
 	return xconn_wait(c, r, deadline);
 }

@@ -37,7 +37,7 @@
 #define CHAIN 256
 #define NDECODE 8
 #define WINDOW 64
-#define STEP_S 0.01	/* simulated time between decisions */
+#define STEP_S 0.01 /* simulated time between decisions */
 #define TARGET_RATE 100000.0
 #define TARGET_P99_US 50.0
 
@@ -48,22 +48,22 @@ struct bench_args {
 };
 
 static const char bench_usage[] =
-"usage: kvconductor bench [--blocks N] [--prefill P] [--decisions D]\n"
-"         [--naive K] [--min-blocks A] [--max-blocks B] [--seed S]\n"
-"         [--json]\n"
-"\n"
-"Time scheduling decisions (kvcache-centric and lookahead) with N\n"
-"indexed blocks and P prefill instances, beside the same decisions\n"
-"made by a naive scan of every node's block list.\n"
-"\n"
-"  -n, --blocks N      blocks in the index (default 1000000)\n"
-"  -p, --prefill P     prefill instances, one per node (default 32)\n"
-"  -d, --decisions D   timed decisions per policy (default 200000)\n"
-"  -k, --naive K       naive decisions, the first K (default 200)\n"
-"      --min-blocks A  shortest prompt, blocks (default 16)\n"
-"      --max-blocks B  longest prompt, blocks (default 256)\n"
-"      --seed S        workload seed (default 1)\n"
-"  -j, --json          one JSON object instead of the table\n";
+	"usage: kvconductor bench [--blocks N] [--prefill P] [--decisions D]\n"
+	"         [--naive K] [--min-blocks A] [--max-blocks B] [--seed S]\n"
+	"         [--json]\n"
+	"\n"
+	"Time scheduling decisions (kvcache-centric and lookahead) with N\n"
+	"indexed blocks and P prefill instances, beside the same decisions\n"
+	"made by a naive scan of every node's block list.\n"
+	"\n"
+	"  -n, --blocks N      blocks in the index (default 1000000)\n"
+	"  -p, --prefill P     prefill instances, one per node (default 32)\n"
+	"  -d, --decisions D   timed decisions per policy (default 200000)\n"
+	"  -k, --naive K       naive decisions, the first K (default 200)\n"
+	"      --min-blocks A  shortest prompt, blocks (default 16)\n"
+	"      --max-blocks B  longest prompt, blocks (default 256)\n"
+	"      --seed S        workload seed (default 1)\n"
+	"  -j, --json          one JSON object instead of the table\n";
 
 void kvc_bench_usage(FILE *f)
 {
@@ -73,29 +73,29 @@ void kvc_bench_usage(FILE *f)
 enum { OPT_MIN = 256, OPT_MAX, OPT_SEED };
 
 static const struct option bench_opts[] = {
-	{"blocks", required_argument, NULL, 'n'},
-	{"prefill", required_argument, NULL, 'p'},
-	{"decisions", required_argument, NULL, 'd'},
-	{"naive", required_argument, NULL, 'k'},
-	{"min-blocks", required_argument, NULL, OPT_MIN},
-	{"max-blocks", required_argument, NULL, OPT_MAX},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"json", no_argument, NULL, 'j'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{ "blocks", required_argument, NULL, 'n' },
+	{ "prefill", required_argument, NULL, 'p' },
+	{ "decisions", required_argument, NULL, 'd' },
+	{ "naive", required_argument, NULL, 'k' },
+	{ "min-blocks", required_argument, NULL, OPT_MIN },
+	{ "max-blocks", required_argument, NULL, OPT_MAX },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 /* ---- the workload ------------------------------------------------------- */
 
 struct workload {
-	uint64_t *chain;	/* nchains * CHAIN keys */
+	uint64_t *chain; /* nchains * CHAIN keys */
 	uint64_t nchains;
-	uint64_t **list;	/* [nodes]: each node's blocks (naive view) */
+	uint64_t **list; /* [nodes]: each node's blocks (naive view) */
 	uint64_t *nlist, *caplist;
-	uint64_t *prompt;	/* decisions * max_blocks keys */
+	uint64_t *prompt; /* decisions * max_blocks keys */
 	uint32_t *plen;
 	uint64_t inserts;
-	uint32_t nodes_bytes;	/* of a block's seen-by bitmap */
+	uint32_t nodes_bytes; /* of a block's seen-by bitmap */
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -178,8 +178,7 @@ static int populate(const struct bench_args *a, struct workload *w,
 }
 
 /* every node's list into s as insert events, as kvfsd would send them */
-static int index_lists(const struct workload *w, uint32_t np,
-		       struct sched *s)
+static int index_lists(const struct workload *w, uint32_t np, struct sched *s)
 {
 	for (uint32_t n = 0; n < np; n++)
 		for (uint64_t i = 0; i < w->nlist[n]; i++) {
@@ -204,8 +203,8 @@ static int make_prompts(const struct bench_args *a, struct workload *w,
 		uint64_t *p = w->prompt + d * a->max_blocks;
 		uint64_t c = rnd(seed) % w->nchains;
 		uint32_t len = (uint32_t)(a->min_blocks + rnd(seed) % span);
-		uint32_t leave = rnd(seed) & 1 ? (uint32_t)(rnd(seed) % len)
-					       : len;
+		uint32_t leave =
+			rnd(seed) & 1 ? (uint32_t)(rnd(seed) % len) : len;
 
 		for (uint32_t b = 0; b < len; b++)
 			p[b] = b < leave && b < CHAIN ? w->chain[c * CHAIN + b]
@@ -229,7 +228,7 @@ static void workload_free(struct workload *w, uint32_t np)
 
 /* ---- the naive scan ----------------------------------------------------- */
 
-#define PSET 1024	/* > 2 * the longest prompt */
+#define PSET 1024 /* > 2 * the longest prompt */
 
 /* splitmix64's finalizer: spreads random and sequential keys alike */
 static uint64_t mix(uint64_t k)
@@ -274,9 +273,9 @@ static int pset_pos(const struct pset *ps, uint64_t key)
 }
 
 /* every node's list, all of it: which prompt blocks does it hold? */
-static void naive_lens(const struct workload *w, uint32_t nnodes,
-		       uint32_t np, const uint64_t *keys, uint32_t n,
-		       struct pset *ps, uint32_t *lens)
+static void naive_lens(const struct workload *w, uint32_t nnodes, uint32_t np,
+		       const uint64_t *keys, uint32_t n, struct pset *ps,
+		       uint32_t *lens)
 {
 	uint64_t held[(PSET / 2 + 63) / 64];
 
@@ -286,7 +285,7 @@ static void naive_lens(const struct workload *w, uint32_t nnodes,
 
 		lens[node] = 0;
 		if (node >= np)
-			continue;	/* decode nodes hold nothing here */
+			continue; /* decode nodes hold nothing here */
 		memset(held, 0, sizeof(held));
 		for (uint64_t i = 0; i < w->nlist[node]; i++) {
 			int pos = pset_pos(ps, w->list[node][i]);
@@ -356,7 +355,7 @@ static void retire(struct sched *s, uint64_t *ids, uint64_t d, double now)
 static int time_index(const struct bench_args *a, const struct workload *w,
 		      struct sched *s, struct timing *t, uint64_t *lat)
 {
-	uint64_t ids[WINDOW] = {0}, total = 0;
+	uint64_t ids[WINDOW] = { 0 }, total = 0;
 	struct sched_decision dec;
 
 	for (uint64_t d = 0; d < a->decisions; d++) {
@@ -385,7 +384,7 @@ static int time_naive(const struct bench_args *a, const struct workload *w,
 		      struct sched *idx, struct sched *nv, struct timing *t,
 		      uint64_t *lat)
 {
-	uint64_t ids_i[WINDOW] = {0}, ids_n[WINDOW] = {0}, total = 0;
+	uint64_t ids_i[WINDOW] = { 0 }, ids_n[WINDOW] = { 0 }, total = 0;
 	uint64_t k = a->naive < a->decisions ? a->naive : a->decisions;
 	uint32_t nnodes = sched_nnodes(nv);
 	uint32_t *lens = calloc(nnodes, sizeof(*lens));
@@ -406,8 +405,8 @@ static int time_naive(const struct bench_args *a, const struct workload *w,
 		if (rc < 0)
 			goto out_free;
 		t0 = kvfs_mono_ns();
-		naive_lens(w, nnodes, (uint32_t)a->nprefill, r.keys,
-			   r.nkeys, ps, lens);
+		naive_lens(w, nnodes, (uint32_t)a->nprefill, r.keys, r.nkeys,
+			   ps, lens);
 		rc = sched_schedule_lens(nv, &r, lens, now, &dn);
 		t1 = kvfs_mono_ns();
 		if (rc < 0)
@@ -463,8 +462,9 @@ static void print_table(const struct bench_args *a, const struct workload *w,
 		       (unsigned long long)t[i].n,
 		       cli_fmt_count(b1, sizeof(b1), rate(&t[i])), t[i].p50_us,
 		       t[i].p99_us, t[i].max_us,
-		       i == nt - 1 ? (t[i].mismatches ? "MISMATCH" : "-")
-				   : pass(&t[i]) ? "PASS" : "MISS");
+		       i == nt - 1   ? (t[i].mismatches ? "MISMATCH" : "-")
+		       : pass(&t[i]) ? "PASS"
+				     : "MISS");
 	printf("\ntargets: >= %s decisions/s on one core and p99 <= %.0f us.\n",
 	       cli_fmt_count(b1, sizeof(b1), TARGET_RATE), TARGET_P99_US);
 	printf("index / naive scan: %.0fx decisions/s; %llu of %llu naive "
@@ -505,9 +505,9 @@ static void print_json(const struct bench_args *a, const struct workload *w,
 
 static int make_scheds(const struct bench_args *a, struct sched **s)
 {
-	static const char *names[NSCHED] = {"kvcache-centric", "lookahead",
-					    "kvcache-centric",
-					    "kvcache-centric"};
+	static const char *names[NSCHED] = { "kvcache-centric", "lookahead",
+					     "kvcache-centric",
+					     "kvcache-centric" };
 	struct sched_config cfg;
 	struct sched_setup su = {
 		.nprefill = (uint32_t)a->nprefill,
@@ -547,11 +547,11 @@ static int build(const struct bench_args *a, struct workload *w,
 
 static int bench(const struct bench_args *a)
 {
-	struct timing t[3] = {{.name = "index kvcache-centric"},
-			      {.name = "index lookahead"},
-			      {.name = "naive scan"}};
-	struct sched *s[NSCHED] = {NULL};
-	struct workload w = {0};
+	struct timing t[3] = { { .name = "index kvcache-centric" },
+			       { .name = "index lookahead" },
+			       { .name = "naive scan" } };
+	struct sched *s[NSCHED] = { NULL };
+	struct workload w = { 0 };
 	double build_s = 0;
 	uint64_t *lat;
 	int rc;
@@ -615,15 +615,20 @@ static int parse_opt(struct bench_args *a, int c, char **argv)
 int kvc_bench_main(int argc, char **argv)
 {
 	struct bench_args a = {
-		.blocks = 1000000, .nprefill = 32, .decisions = 200000,
-		.naive = 200, .min_blocks = 16, .max_blocks = 256, .seed = 1,
+		.blocks = 1000000,
+		.nprefill = 32,
+		.decisions = 200000,
+		.naive = 200,
+		.min_blocks = 16,
+		.max_blocks = 256,
+		.seed = 1,
 	};
 	int c;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":n:p:d:k:jh", bench_opts,
-				NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":n:p:d:k:jh", bench_opts, NULL)) !=
+	       -1) {
 		if (c == 'h') {
 			kvc_bench_usage(stdout);
 			return CLI_EXIT_OK;

@@ -20,19 +20,22 @@
 #define LINE_MAX_FIT 4096
 
 static const char fit_usage[] =
-"usage: kvconductor fit FILE.csv [--output FILE] [--config BASE]\n"
-"         [--reject MODE]\n"
-"\n"
-"Fit seconds = quad*(n^2 - c^2) + lin*(n - c) + const by least\n"
-"squares (every coefficient >= 0) to rows \"tokens,cached,seconds\"\n"
-"(n prompt tokens, c of them cached, measured prefill seconds) and\n"
-"write a config file with the result.  A first line that is not\n"
-"numbers is a header; '#' lines and blank lines are skipped.\n"
-"\n"
-"  -o, --output FILE  write the config there (default: standard output)\n"
-"  -f, --config BASE  take the other keys from BASE (default: defaults)\n"
-"  -r, --reject MODE  early rejection in the config: off, early,\n"
-"                     predict (default: BASE's, else early, as serve)\n";
+	"usage: kvconductor fit FILE.csv [--output FILE] [--config BASE]\n"
+	"         [--reject MODE]\n"
+	"\n"
+	"Fit seconds = quad*(n^2 - c^2) + lin*(n - c) + const by least\n"
+	"squares (every coefficient >= 0) to rows \"tokens,cached,seconds\"\n"
+	"(n prompt tokens, c of them cached, measured prefill seconds) and\n"
+	"write a config file with the result.  A first line that is not\n"
+	"numbers is a header; '#' lines and blank lines are skipped.\n"
+	"\n"
+	"  -o, --output FILE  write the config there (default: standard "
+	"output)\n"
+	"  -f, --config BASE  take the other keys from BASE (default: "
+	"defaults)\n"
+	"  -r, --reject MODE  early rejection in the config: off, early,\n"
+	"                     predict (default: BASE's, else early, as "
+	"serve)\n";
 
 void kvc_fit_usage(FILE *f)
 {
@@ -40,11 +43,11 @@ void kvc_fit_usage(FILE *f)
 }
 
 static const struct option fit_opts[] = {
-	{"output", required_argument, NULL, 'o'},
-	{"config", required_argument, NULL, 'f'},
-	{"reject", required_argument, NULL, 'r'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{ "output", required_argument, NULL, 'o' },
+	{ "config", required_argument, NULL, 'f' },
+	{ "reject", required_argument, NULL, 'r' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 struct rows {
@@ -113,8 +116,8 @@ static bool blank(const char *s)
 
 /* one line of the CSV; 0, or CLI_EXIT_USAGE / CLI_EXIT_FAIL with one line
  * printed.  *first: no line but blank ones before this one */
-static int read_line(const char *path, unsigned lineno, char *line,
-		     bool *first, struct rows *r)
+static int read_line(const char *path, unsigned lineno, char *line, bool *first,
+		     struct rows *r)
 {
 	struct sched_fit_row row;
 	bool was_first = *first;
@@ -124,15 +127,16 @@ static int read_line(const char *path, unsigned lineno, char *line,
 	*first = false;
 	if (!parse_row(line, &row)) {
 		if (was_first)
-			return 0;	/* a header */
+			return 0; /* a header */
 		return bad_input("%s:%u: not \"tokens,cached,"
-				       "seconds\"", path, lineno);
+				 "seconds\"",
+				 path, lineno);
 	}
 	if (row.cached > row.n || row.n < 0 || row.cached < 0 ||
 	    row.seconds < 0)
 		return bad_input("%s:%u: need 0 <= cached <= "
-				       "tokens and seconds >= 0", path,
-				       lineno);
+				 "tokens and seconds >= 0",
+				 path, lineno);
 	if (rows_push(r, &row) < 0) {
 		cli_fail(CMD, -ENOMEM, "rows");
 		return CLI_EXIT_FAIL;
@@ -156,8 +160,7 @@ static int read_rows(const char *path, struct rows *r)
 	while (rc == 0 && fgets(line, sizeof(line), f)) {
 		lineno++;
 		if (!strchr(line, '\n') && !feof(f))
-			rc = bad_input("%s:%u: line too long", path,
-					     lineno);
+			rc = bad_input("%s:%u: line too long", path, lineno);
 		else
 			rc = read_line(path, lineno, line, &first, r);
 	}
@@ -192,7 +195,7 @@ static int write_config(const char *out, const struct sched_config *c,
 
 static int fit(const char *csv, const char *out, struct sched_config *c)
 {
-	struct rows r = {0};
+	struct rows r = { 0 };
 	char header[512];
 	double rmse;
 	int rc;
@@ -202,8 +205,9 @@ static int fit(const char *csv, const char *out, struct sched_config *c)
 		goto out_free;
 	if (sched_cost_fit(r.v, r.n, &c->cost, &rmse) < 0) {
 		rc = bad_input("%s: %zu rows fix no prefill "
-				     "coefficient (need 2 or more, some with "
-				     "tokens > cached)", csv, r.n);
+			       "coefficient (need 2 or more, some with "
+			       "tokens > cached)",
+			       csv, r.n);
 		goto out_free;
 	}
 	snprintf(header, sizeof(header),
@@ -262,8 +266,10 @@ int kvc_fit_main(int argc, char **argv)
 	 */
 	cfg.reject = SCHED_REJECT_EARLY;
 	if (reject && sched_reject_parse(reject, &cfg.reject) < 0)
-		return cli_usage_error(CMD, "--reject: '%s' is not off, early "
-					    "or predict", reject);
+		return cli_usage_error(CMD,
+				       "--reject: '%s' is not off, early "
+				       "or predict",
+				       reject);
 	if (base) {
 		rc = sched_config_load(&cfg, base, err, sizeof(err));
 		if (rc < 0) {

@@ -16,31 +16,31 @@
 #define CMD "gen-trace"
 
 static const char gen_usage[] =
-"usage: kvconductor gen-trace [--requests N] [--rate R] [--seed N]\n"
-"         [--sys-prompts N] [--skew S] [--sys-min T] [--sys-max T]\n"
-"         [--user-min T] [--user-max T] [--out-min T] [--out-max T]\n"
-"         [--sessions N] [--follow P] [--max-input T] [--output FILE]\n"
-"\n"
-"Write a Mooncake-format trace: Poisson arrivals, multi-turn\n"
-"sessions, shared system prompts with Zipf popularity.\n"
-"\n"
-"  -n, --requests N   lines (default 1000)\n"
-"  -r, --rate R       mean arrivals per second (default 10)\n"
-"      --seed N       the same seed gives the same trace (default 1)\n"
-"      --sys-prompts N  shared system prompts; 0: none (default 16)\n"
-"      --skew S       Zipf exponent of their popularity (default 1)\n"
-"      --sys-min T    system prompt tokens, least (default 1024)\n"
-"      --sys-max T    and most (default 8192)\n"
-"      --user-min T   user tokens per turn, least (default 64)\n"
-"      --user-max T   and most (default 2048)\n"
-"      --out-min T    output tokens, least (default 16)\n"
-"      --out-max T    and most (default 512)\n"
-"      --sessions N   live sessions at most (default 64)\n"
-"      --follow P     chance a request is a session's next turn\n"
-"                     (default 0.6)\n"
-"      --max-input T  prompt tokens at most; a longer session ends\n"
-"                     (default 65536)\n"
-"  -o, --output FILE  write there instead of standard output\n";
+	"usage: kvconductor gen-trace [--requests N] [--rate R] [--seed N]\n"
+	"         [--sys-prompts N] [--skew S] [--sys-min T] [--sys-max T]\n"
+	"         [--user-min T] [--user-max T] [--out-min T] [--out-max T]\n"
+	"         [--sessions N] [--follow P] [--max-input T] [--output FILE]\n"
+	"\n"
+	"Write a Mooncake-format trace: Poisson arrivals, multi-turn\n"
+	"sessions, shared system prompts with Zipf popularity.\n"
+	"\n"
+	"  -n, --requests N   lines (default 1000)\n"
+	"  -r, --rate R       mean arrivals per second (default 10)\n"
+	"      --seed N       the same seed gives the same trace (default 1)\n"
+	"      --sys-prompts N  shared system prompts; 0: none (default 16)\n"
+	"      --skew S       Zipf exponent of their popularity (default 1)\n"
+	"      --sys-min T    system prompt tokens, least (default 1024)\n"
+	"      --sys-max T    and most (default 8192)\n"
+	"      --user-min T   user tokens per turn, least (default 64)\n"
+	"      --user-max T   and most (default 2048)\n"
+	"      --out-min T    output tokens, least (default 16)\n"
+	"      --out-max T    and most (default 512)\n"
+	"      --sessions N   live sessions at most (default 64)\n"
+	"      --follow P     chance a request is a session's next turn\n"
+	"                     (default 0.6)\n"
+	"      --max-input T  prompt tokens at most; a longer session ends\n"
+	"                     (default 65536)\n"
+	"  -o, --output FILE  write there instead of standard output\n";
 
 void kvc_gen_usage(FILE *f)
 {
@@ -63,23 +63,23 @@ enum {
 };
 
 static const struct option gen_opts[] = {
-	{"requests", required_argument, NULL, 'n'},
-	{"rate", required_argument, NULL, 'r'},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"sys-prompts", required_argument, NULL, OPT_SYS},
-	{"skew", required_argument, NULL, OPT_SKEW},
-	{"sys-min", required_argument, NULL, OPT_SYS_MIN},
-	{"sys-max", required_argument, NULL, OPT_SYS_MAX},
-	{"user-min", required_argument, NULL, OPT_USER_MIN},
-	{"user-max", required_argument, NULL, OPT_USER_MAX},
-	{"out-min", required_argument, NULL, OPT_OUT_MIN},
-	{"out-max", required_argument, NULL, OPT_OUT_MAX},
-	{"sessions", required_argument, NULL, OPT_SESSIONS},
-	{"follow", required_argument, NULL, OPT_FOLLOW},
-	{"max-input", required_argument, NULL, OPT_MAX_INPUT},
-	{"output", required_argument, NULL, 'o'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{ "requests", required_argument, NULL, 'n' },
+	{ "rate", required_argument, NULL, 'r' },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "sys-prompts", required_argument, NULL, OPT_SYS },
+	{ "skew", required_argument, NULL, OPT_SKEW },
+	{ "sys-min", required_argument, NULL, OPT_SYS_MIN },
+	{ "sys-max", required_argument, NULL, OPT_SYS_MAX },
+	{ "user-min", required_argument, NULL, OPT_USER_MIN },
+	{ "user-max", required_argument, NULL, OPT_USER_MAX },
+	{ "out-min", required_argument, NULL, OPT_OUT_MIN },
+	{ "out-max", required_argument, NULL, OPT_OUT_MAX },
+	{ "sessions", required_argument, NULL, OPT_SESSIONS },
+	{ "follow", required_argument, NULL, OPT_FOLLOW },
+	{ "max-input", required_argument, NULL, OPT_MAX_INPUT },
+	{ "output", required_argument, NULL, 'o' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 static int parse_u32(const char *opt, uint32_t *out)
@@ -92,8 +92,8 @@ static int parse_u32(const char *opt, uint32_t *out)
 	return rc;
 }
 
-static int parse_opt(struct kvfs_trace_gen_params *p, const char **out,
-		     int c, char **argv)
+static int parse_opt(struct kvfs_trace_gen_params *p, const char **out, int c,
+		     char **argv)
 {
 	switch (c) {
 	case 'n':

@@ -23,40 +23,42 @@ struct replay_args {
 	const char *policy;
 	const char *config;
 	uint64_t nprefill, ndecode, cache_blocks, seed;
-	double slo_ttft, slo_tbt, speed, balance;	/* < 0: not given */
+	double slo_ttft, slo_tbt, speed, balance; /* < 0: not given */
 	const char *reject;
 	bool json, skip_bad, compare;
 };
 
 static const char replay_usage[] =
-"usage: kvconductor replay --trace FILE [--prefill N] [--decode M]\n"
-"         [--policy P | --compare] [--cache-blocks C]\n"
-"         [--slo-ttft S] [--slo-tbt S] [--reject MODE]\n"
-"         [--balance R] [--speed X] [--seed N] [--config FILE]\n"
-"         [--skip-bad] [--json]\n"
-"\n"
-"Discrete-event replay of a Mooncake-format trace (JSON lines:\n"
-"timestamp ms, input_length, output_length, hash_ids of 512-token\n"
-"blocks) on N prefill and M decode instances.\n"
-"\n"
-"  -t, --trace FILE      the trace (\"-\": standard input)\n"
-"  -p, --prefill N       prefill instances, one per node (default 8)\n"
-"  -d, --decode M        decode instances (default 8)\n"
-"  -P, --policy P        routing policy (default lookahead)\n"
-"  -c, --compare         every policy on the same trace, side by side\n"
-"  -C, --cache-blocks C  blocks each node caches (default 6144)\n"
-"      --slo-ttft S      TTFT SLO, seconds (default 30)\n"
-"      --slo-tbt S       TBT SLO, seconds (default 0.1)\n"
-"  -r, --reject MODE     early rejection: off, early, predict\n"
-"                        (default off)\n"
-"      --balance R       kvcache-centric balancing threshold (default 1)\n"
-"  -s, --speed X         arrivals X times faster (default 1)\n"
-"      --seed N          seed of the random policy (default 1)\n"
-"  -f, --config FILE     cost model and SLOs (kvconductor fit writes one)\n"
-"      --skip-bad        skip malformed lines, counting them\n"
-"  -j, --json            one JSON object instead of the table\n"
-"\n"
-"Policies:\n";
+	"usage: kvconductor replay --trace FILE [--prefill N] [--decode M]\n"
+	"         [--policy P | --compare] [--cache-blocks C]\n"
+	"         [--slo-ttft S] [--slo-tbt S] [--reject MODE]\n"
+	"         [--balance R] [--speed X] [--seed N] [--config FILE]\n"
+	"         [--skip-bad] [--json]\n"
+	"\n"
+	"Discrete-event replay of a Mooncake-format trace (JSON lines:\n"
+	"timestamp ms, input_length, output_length, hash_ids of 512-token\n"
+	"blocks) on N prefill and M decode instances.\n"
+	"\n"
+	"  -t, --trace FILE      the trace (\"-\": standard input)\n"
+	"  -p, --prefill N       prefill instances, one per node (default 8)\n"
+	"  -d, --decode M        decode instances (default 8)\n"
+	"  -P, --policy P        routing policy (default lookahead)\n"
+	"  -c, --compare         every policy on the same trace, side by side\n"
+	"  -C, --cache-blocks C  blocks each node caches (default 6144)\n"
+	"      --slo-ttft S      TTFT SLO, seconds (default 30)\n"
+	"      --slo-tbt S       TBT SLO, seconds (default 0.1)\n"
+	"  -r, --reject MODE     early rejection: off, early, predict\n"
+	"                        (default off)\n"
+	"      --balance R       kvcache-centric balancing threshold (default "
+	"1)\n"
+	"  -s, --speed X         arrivals X times faster (default 1)\n"
+	"      --seed N          seed of the random policy (default 1)\n"
+	"  -f, --config FILE     cost model and SLOs (kvconductor fit writes "
+	"one)\n"
+	"      --skip-bad        skip malformed lines, counting them\n"
+	"  -j, --json            one JSON object instead of the table\n"
+	"\n"
+	"Policies:\n";
 
 void kvc_replay_usage(FILE *f)
 {
@@ -78,23 +80,23 @@ enum {
 };
 
 static const struct option replay_opts[] = {
-	{"trace", required_argument, NULL, 't'},
-	{"prefill", required_argument, NULL, 'p'},
-	{"decode", required_argument, NULL, 'd'},
-	{"policy", required_argument, NULL, 'P'},
-	{"compare", no_argument, NULL, 'c'},
-	{"cache-blocks", required_argument, NULL, 'C'},
-	{"slo-ttft", required_argument, NULL, OPT_SLO_TTFT},
-	{"slo-tbt", required_argument, NULL, OPT_SLO_TBT},
-	{"reject", required_argument, NULL, 'r'},
-	{"balance", required_argument, NULL, OPT_BALANCE},
-	{"speed", required_argument, NULL, 's'},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"config", required_argument, NULL, 'f'},
-	{"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
-	{"json", no_argument, NULL, 'j'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{ "trace", required_argument, NULL, 't' },
+	{ "prefill", required_argument, NULL, 'p' },
+	{ "decode", required_argument, NULL, 'd' },
+	{ "policy", required_argument, NULL, 'P' },
+	{ "compare", no_argument, NULL, 'c' },
+	{ "cache-blocks", required_argument, NULL, 'C' },
+	{ "slo-ttft", required_argument, NULL, OPT_SLO_TTFT },
+	{ "slo-tbt", required_argument, NULL, OPT_SLO_TBT },
+	{ "reject", required_argument, NULL, 'r' },
+	{ "balance", required_argument, NULL, OPT_BALANCE },
+	{ "speed", required_argument, NULL, 's' },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "config", required_argument, NULL, 'f' },
+	{ "skip-bad", no_argument, NULL, OPT_SKIP_BAD },
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 static int parse_opt(struct replay_args *a, int c, char **argv)
@@ -128,8 +130,8 @@ static int parse_opt(struct replay_args *a, int c, char **argv)
 		return cli_parse_u64(CMD, "--decode", optarg, 1,
 				     SCHED_MAX_INSTANCES, &a->ndecode);
 	case 'C':
-		return cli_parse_u64(CMD, "--cache-blocks", optarg, 1,
-				     1u << 30, &a->cache_blocks);
+		return cli_parse_u64(CMD, "--cache-blocks", optarg, 1, 1u << 30,
+				     &a->cache_blocks);
 	case OPT_SEED:
 		return cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX,
 				     &a->seed);
@@ -137,14 +139,14 @@ static int parse_opt(struct replay_args *a, int c, char **argv)
 		return cli_parse_double(CMD, "--slo-ttft", optarg, 0, false,
 					1e9, &a->slo_ttft);
 	case OPT_SLO_TBT:
-		return cli_parse_double(CMD, "--slo-tbt", optarg, 0, false,
-					1e9, &a->slo_tbt);
+		return cli_parse_double(CMD, "--slo-tbt", optarg, 0, false, 1e9,
+					&a->slo_tbt);
 	case OPT_BALANCE:
-		return cli_parse_double(CMD, "--balance", optarg, 1, true,
-					1e9, &a->balance);
+		return cli_parse_double(CMD, "--balance", optarg, 1, true, 1e9,
+					&a->balance);
 	case 's':
-		return cli_parse_double(CMD, "--speed", optarg, 0, false,
-					1e6, &a->speed);
+		return cli_parse_double(CMD, "--speed", optarg, 0, false, 1e6,
+					&a->speed);
 	}
 	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
 }
@@ -155,14 +157,19 @@ static int parse_args(struct replay_args *a, int argc, char **argv)
 	int c;
 
 	*a = (struct replay_args){
-		.nprefill = DEF_INSTANCES, .ndecode = DEF_INSTANCES,
-		.cache_blocks = DEF_CACHE_BLOCKS, .seed = 1,
-		.slo_ttft = -1, .slo_tbt = -1, .speed = 1, .balance = -1,
+		.nprefill = DEF_INSTANCES,
+		.ndecode = DEF_INSTANCES,
+		.cache_blocks = DEF_CACHE_BLOCKS,
+		.seed = 1,
+		.slo_ttft = -1,
+		.slo_tbt = -1,
+		.speed = 1,
+		.balance = -1,
 	};
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":t:p:d:P:cC:r:s:f:jh",
-				replay_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":t:p:d:P:cC:r:s:f:jh", replay_opts,
+				NULL)) != -1) {
 		if (c == 'h')
 			return 1;
 		if (parse_opt(a, c, argv) < 0)
@@ -178,8 +185,10 @@ static int parse_args(struct replay_args *a, int argc, char **argv)
 	}
 	/* every instance is a node of the index */
 	if (a->nprefill + a->ndecode > SCHED_MAX_INSTANCES) {
-		cli_usage_error(CMD, "--prefill + --decode: at most %d "
-				     "instances in all", SCHED_MAX_INSTANCES);
+		cli_usage_error(CMD,
+				"--prefill + --decode: at most %d "
+				"instances in all",
+				SCHED_MAX_INSTANCES);
 		return -EINVAL;
 	}
 	if (a->compare && a->policy) {
@@ -211,8 +220,10 @@ static int build_config(const struct replay_args *a, struct sched_config *c)
 	if (a->balance >= 1)
 		c->balance = a->balance;
 	if (a->reject && sched_reject_parse(a->reject, &c->reject) < 0) {
-		cli_usage_error(CMD, "--reject: '%s' is not off, early or "
-				     "predict", a->reject);
+		cli_usage_error(CMD,
+				"--reject: '%s' is not off, early or "
+				"predict",
+				a->reject);
 		return -EINVAL;
 	}
 	return 0;
@@ -231,8 +242,9 @@ static void print_header(FILE *f, const struct replay_args *a,
 	fprintf(f, ", %llu prefill + %llu decode instances\n",
 		(unsigned long long)a->nprefill,
 		(unsigned long long)a->ndecode);
-	fprintf(f, "cache %llu blocks a node; SLO TTFT %g s, TBT %g s; "
-		   "reject %s; speed %g\n\n",
+	fprintf(f,
+		"cache %llu blocks a node; SLO TTFT %g s, TBT %g s; "
+		"reject %s; speed %g\n\n",
 		(unsigned long long)a->cache_blocks, c->slo_ttft, c->slo_tbt,
 		sched_reject_name(c->reject), a->speed);
 }
@@ -243,43 +255,49 @@ static void print_one(FILE *f, const struct sched_replay_result *r)
 	char ev[32];
 
 	fprintf(f, "  policy            %s\n", r->policy);
-	fprintf(f, "  requests          %llu (%llu rejected: %llu TTFT, "
-		   "%llu TBT)\n",
+	fprintf(f,
+		"  requests          %llu (%llu rejected: %llu TTFT, "
+		"%llu TBT)\n",
 		(unsigned long long)r->requests,
 		(unsigned long long)r->rejected,
 		(unsigned long long)r->rejected_ttft,
 		(unsigned long long)r->rejected_tbt);
-	fprintf(f, "  block hit rate    %.1f%% (%.1f%% local, %.1f%% fetched); "
-		   "%s evictions\n",
+	fprintf(f,
+		"  block hit rate    %.1f%% (%.1f%% local, %.1f%% fetched); "
+		"%s evictions\n",
 		100 * r->hit_rate, pct * (double)r->hit_local,
 		pct * (double)r->hit_remote,
 		cli_fmt_count(ev, sizeof(ev), (double)r->evictions));
-	fprintf(f, "  TTFT              mean %.2f s, p50 %.2f s, p90 %.2f s, "
-		   "p99 %.2f s\n",
+	fprintf(f,
+		"  TTFT              mean %.2f s, p50 %.2f s, p90 %.2f s, "
+		"p99 %.2f s\n",
 		r->ttft_mean, r->ttft_p50, r->ttft_p90, r->ttft_p99);
-	fprintf(f, "  TBT               p50 %.1f ms, p90 %.1f ms, "
-		   "p99 %.1f ms\n",
+	fprintf(f,
+		"  TBT               p50 %.1f ms, p90 %.1f ms, "
+		"p99 %.1f ms\n",
 		1e3 * r->tbt_p50, 1e3 * r->tbt_p90, 1e3 * r->tbt_p99);
 	fprintf(f, "  SLO attainment    %.1f%% (%llu of %llu met both)\n",
 		100 * r->attainment, (unsigned long long)r->slo_met,
 		(unsigned long long)r->requests);
-	fprintf(f, "  capacity          %.3f req/s met both SLOs, over %.1f s "
-		   "of arrivals\n",
+	fprintf(f,
+		"  capacity          %.3f req/s met both SLOs, over %.1f s "
+		"of arrivals\n",
 		r->capacity, r->arrival_span);
-	fprintf(f, "  replay            %.1f s simulated in %.3f s CPU "
-		   "(%.3f s wall)\n",
+	fprintf(f,
+		"  replay            %.1f s simulated in %.3f s CPU "
+		"(%.3f s wall)\n",
 		r->span, r->cpu_s, r->wall_s);
 }
 
-static void print_table(FILE *f, const struct sched_replay_result *r,
-			size_t n)
+static void print_table(FILE *f, const struct sched_replay_result *r, size_t n)
 {
 	fprintf(f, "%-16s %8s %6s %9s %7s %7s %7s %7s %7s %7s %6s %8s %6s\n",
 		"policy", "rejected", "hit%", "TTFT mean", "p50", "p90", "p99",
 		"TBT p50", "p90", "p99", "SLO%", "req/s", "cpu s");
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "%-16s %8llu %6.1f %8.2fs %6.2fs %6.2fs %6.2fs "
-			   "%5.1fms %5.1fms %5.1fms %6.1f %8.3f %6.3f\n",
+		fprintf(f,
+			"%-16s %8llu %6.1f %8.2fs %6.2fs %6.2fs %6.2fs "
+			"%5.1fms %5.1fms %5.1fms %6.1f %8.3f %6.3f\n",
 			r[i].policy, (unsigned long long)r[i].rejected,
 			100 * r[i].hit_rate, r[i].ttft_mean, r[i].ttft_p50,
 			r[i].ttft_p90, r[i].ttft_p99, 1e3 * r[i].tbt_p50,
@@ -289,27 +307,28 @@ static void print_table(FILE *f, const struct sched_replay_result *r,
 
 static void json_result(FILE *f, const struct sched_replay_result *r)
 {
-	fprintf(f, "{\"policy\":\"%s\",\"requests\":%llu,\"served\":%llu,"
-		   "\"rejected\":%llu,\"rejected_ttft\":%llu,"
-		   "\"rejected_tbt\":%llu,\"blocks\":%llu,\"hit_local\":%llu,"
-		   "\"hit_remote\":%llu,\"hit_rate\":%.6f,\"evictions\":%llu,",
+	fprintf(f,
+		"{\"policy\":\"%s\",\"requests\":%llu,\"served\":%llu,"
+		"\"rejected\":%llu,\"rejected_ttft\":%llu,"
+		"\"rejected_tbt\":%llu,\"blocks\":%llu,\"hit_local\":%llu,"
+		"\"hit_remote\":%llu,\"hit_rate\":%.6f,\"evictions\":%llu,",
 		r->policy, (unsigned long long)r->requests,
 		(unsigned long long)r->served, (unsigned long long)r->rejected,
 		(unsigned long long)r->rejected_ttft,
 		(unsigned long long)r->rejected_tbt,
-		(unsigned long long)r->blocks,
-		(unsigned long long)r->hit_local,
+		(unsigned long long)r->blocks, (unsigned long long)r->hit_local,
 		(unsigned long long)r->hit_remote, r->hit_rate,
 		(unsigned long long)r->evictions);
-	fprintf(f, "\"ttft_mean\":%.6f,\"ttft_p50\":%.6f,\"ttft_p90\":%.6f,"
-		   "\"ttft_p99\":%.6f,\"tbt_p50\":%.6f,\"tbt_p90\":%.6f,"
-		   "\"tbt_p99\":%.6f,\"slo_met\":%llu,\"attainment\":%.6f,"
-		   "\"capacity_rps\":%.6f,\"span_s\":%.3f,"
-		   "\"arrival_span_s\":%.3f,\"cpu_s\":%.6f,\"wall_s\":%.6f}",
-		r->ttft_mean, r->ttft_p50, r->ttft_p90, r->ttft_p99,
-		r->tbt_p50, r->tbt_p90, r->tbt_p99,
-		(unsigned long long)r->slo_met, r->attainment, r->capacity,
-		r->span, r->arrival_span, r->cpu_s, r->wall_s);
+	fprintf(f,
+		"\"ttft_mean\":%.6f,\"ttft_p50\":%.6f,\"ttft_p90\":%.6f,"
+		"\"ttft_p99\":%.6f,\"tbt_p50\":%.6f,\"tbt_p90\":%.6f,"
+		"\"tbt_p99\":%.6f,\"slo_met\":%llu,\"attainment\":%.6f,"
+		"\"capacity_rps\":%.6f,\"span_s\":%.3f,"
+		"\"arrival_span_s\":%.3f,\"cpu_s\":%.6f,\"wall_s\":%.6f}",
+		r->ttft_mean, r->ttft_p50, r->ttft_p90, r->ttft_p99, r->tbt_p50,
+		r->tbt_p90, r->tbt_p99, (unsigned long long)r->slo_met,
+		r->attainment, r->capacity, r->span, r->arrival_span, r->cpu_s,
+		r->wall_s);
 }
 
 static void print_json(FILE *f, const struct replay_args *a,
@@ -328,13 +347,13 @@ static void print_json(FILE *f, const struct replay_args *a,
 		else
 			fputc(*p, f);
 	}
-	fprintf(f, "\",\"requests\":%zu,\"skipped\":%llu,\"prefill\":%llu,"
-		   "\"decode\":%llu,\"cache_blocks\":%llu,\"slo_ttft\":%g,"
-		   "\"slo_tbt\":%g,\"reject\":\"%s\",\"speed\":%g,"
-		   "\"results\":[",
+	fprintf(f,
+		"\",\"requests\":%zu,\"skipped\":%llu,\"prefill\":%llu,"
+		"\"decode\":%llu,\"cache_blocks\":%llu,\"slo_ttft\":%g,"
+		"\"slo_tbt\":%g,\"reject\":\"%s\",\"speed\":%g,"
+		"\"results\":[",
 		t->n, (unsigned long long)t->skipped,
-		(unsigned long long)a->nprefill,
-		(unsigned long long)a->ndecode,
+		(unsigned long long)a->nprefill, (unsigned long long)a->ndecode,
 		(unsigned long long)a->cache_blocks, c->slo_ttft, c->slo_tbt,
 		sched_reject_name(c->reject), a->speed);
 	for (size_t i = 0; i < n; i++) {
@@ -396,7 +415,8 @@ static int run_all(const struct replay_args *a, const struct sched_config *c,
 	for (size_t i = 0; i < n && rc == 0; i++)
 		rc = run_one(a, c, t,
 			     a->compare ? sched_policy_at(i)
-					: sched_policy_find(a->policy), &r[i]);
+					: sched_policy_find(a->policy),
+			     &r[i]);
 	if (rc == 0 && a->json)
 		print_json(stdout, a, c, t, r, n);
 	else if (rc == 0) {

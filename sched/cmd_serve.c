@@ -24,32 +24,37 @@
 struct serve_args {
 	const char *listen, *events, *config, *policy, *reject;
 	uint64_t nprefill, ndecode, max_body;
-	double slo_ttft, slo_tbt;	/* < 0: not given */
+	double slo_ttft, slo_tbt; /* < 0: not given */
 };
 
 static const char serve_usage[] =
-"usage: kvconductor serve [--listen ADDR:PORT] [--events ADDR:PORT]\n"
-"         [--prefill N --decode M] [--config FILE] [--policy P]\n"
-"         [--slo-ttft S] [--slo-tbt S] [--reject MODE]\n"
-"         [--max-body BYTES]\n"
-"\n"
-"The conductor daemon: schedules requests over HTTP (POST /v1/schedule,\n"
-"/v1/complete, /v1/instances; GET /v1/stats, /metrics) and takes kvfsd\n"
-"block events on a TCP port.  Prints \"listen ADDR:PORT\" (and \"events\n"
-"ADDR:PORT\") on standard output once it serves; port 0 picks one.\n"
-"\n"
-"  -l, --listen ADDR:PORT  HTTP address, IPv4 (default 127.0.0.1:7400)\n"
-"  -e, --events ADDR:PORT  block-event listener (default: none)\n"
-"  -p, --prefill N         prefill instances, on nodes 0..N-1\n"
-"  -d, --decode M          decode instances, on nodes N..N+M-1\n"
-"                          (neither: POST /v1/instances sets them)\n"
-"  -f, --config FILE       cost model and SLOs (kvconductor fit writes one)\n"
-"  -P, --policy P          routing policy (default lookahead)\n"
-"      --slo-ttft S        TTFT SLO, seconds (default 30)\n"
-"      --slo-tbt S         TBT SLO, seconds (default 0.1)\n"
-"  -r, --reject MODE       early rejection: off, early, predict\n"
-"                          (default early)\n"
-"      --max-body BYTES    largest request body (default 1048576)\n";
+	"usage: kvconductor serve [--listen ADDR:PORT] [--events ADDR:PORT]\n"
+	"         [--prefill N --decode M] [--config FILE] [--policy P]\n"
+	"         [--slo-ttft S] [--slo-tbt S] [--reject MODE]\n"
+	"         [--max-body BYTES]\n"
+	"\n"
+	"The conductor daemon: schedules requests over HTTP (POST "
+	"/v1/schedule,\n"
+	"/v1/complete, /v1/instances; GET /v1/stats, /metrics) and takes "
+	"kvfsd\n"
+	"block events on a TCP port.  Prints \"listen ADDR:PORT\" (and "
+	"\"events\n"
+	"ADDR:PORT\") on standard output once it serves; port 0 picks one.\n"
+	"\n"
+	"  -l, --listen ADDR:PORT  HTTP address, IPv4 (default "
+	"127.0.0.1:7400)\n"
+	"  -e, --events ADDR:PORT  block-event listener (default: none)\n"
+	"  -p, --prefill N         prefill instances, on nodes 0..N-1\n"
+	"  -d, --decode M          decode instances, on nodes N..N+M-1\n"
+	"                          (neither: POST /v1/instances sets them)\n"
+	"  -f, --config FILE       cost model and SLOs (kvconductor fit writes "
+	"one)\n"
+	"  -P, --policy P          routing policy (default lookahead)\n"
+	"      --slo-ttft S        TTFT SLO, seconds (default 30)\n"
+	"      --slo-tbt S         TBT SLO, seconds (default 0.1)\n"
+	"  -r, --reject MODE       early rejection: off, early, predict\n"
+	"                          (default early)\n"
+	"      --max-body BYTES    largest request body (default 1048576)\n";
 
 void kvc_serve_usage(FILE *f)
 {
@@ -63,18 +68,18 @@ enum {
 };
 
 static const struct option serve_opts[] = {
-	{"listen", required_argument, NULL, 'l'},
-	{"events", required_argument, NULL, 'e'},
-	{"prefill", required_argument, NULL, 'p'},
-	{"decode", required_argument, NULL, 'd'},
-	{"config", required_argument, NULL, 'f'},
-	{"policy", required_argument, NULL, 'P'},
-	{"slo-ttft", required_argument, NULL, OPT_SLO_TTFT},
-	{"slo-tbt", required_argument, NULL, OPT_SLO_TBT},
-	{"reject", required_argument, NULL, 'r'},
-	{"max-body", required_argument, NULL, OPT_MAX_BODY},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{ "listen", required_argument, NULL, 'l' },
+	{ "events", required_argument, NULL, 'e' },
+	{ "prefill", required_argument, NULL, 'p' },
+	{ "decode", required_argument, NULL, 'd' },
+	{ "config", required_argument, NULL, 'f' },
+	{ "policy", required_argument, NULL, 'P' },
+	{ "slo-ttft", required_argument, NULL, OPT_SLO_TTFT },
+	{ "slo-tbt", required_argument, NULL, OPT_SLO_TBT },
+	{ "reject", required_argument, NULL, 'r' },
+	{ "max-body", required_argument, NULL, OPT_MAX_BODY },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 static int parse_opt(struct serve_args *a, int c, char **argv)
@@ -105,8 +110,8 @@ static int parse_opt(struct serve_args *a, int c, char **argv)
 		return cli_parse_double(CMD, "--slo-ttft", optarg, 0, false,
 					1e9, &a->slo_ttft);
 	case OPT_SLO_TBT:
-		return cli_parse_double(CMD, "--slo-tbt", optarg, 0, false,
-					1e9, &a->slo_tbt);
+		return cli_parse_double(CMD, "--slo-tbt", optarg, 0, false, 1e9,
+					&a->slo_tbt);
 	case OPT_MAX_BODY:
 		return cli_parse_u64(CMD, "--max-body", optarg, 64, 1u << 30,
 				     &a->max_body);
@@ -122,8 +127,10 @@ static int check_args(const struct serve_args *a)
 	}
 	/* every instance is a node of the index */
 	if (a->nprefill + a->ndecode > SCHED_MAX_INSTANCES) {
-		cli_usage_error(CMD, "--prefill + --decode: at most %d "
-				     "instances in all", SCHED_MAX_INSTANCES);
+		cli_usage_error(CMD,
+				"--prefill + --decode: at most %d "
+				"instances in all",
+				SCHED_MAX_INSTANCES);
 		return -EINVAL;
 	}
 	return 0;
@@ -135,8 +142,11 @@ static int parse_args(struct serve_args *a, int argc, char **argv)
 	int c;
 
 	*a = (struct serve_args){
-		.listen = DEF_LISTEN, .policy = DEF_POLICY,
-		.max_body = SRV_DEF_MAX_BODY, .slo_ttft = -1, .slo_tbt = -1,
+		.listen = DEF_LISTEN,
+		.policy = DEF_POLICY,
+		.max_body = SRV_DEF_MAX_BODY,
+		.slo_ttft = -1,
+		.slo_tbt = -1,
 	};
 	opterr = 0;
 	optind = 1;
@@ -163,8 +173,8 @@ static int build_config(const struct serve_args *a, struct sched_config *c)
 
 	sched_config_default(c);
 	c->reject = SCHED_REJECT_EARLY;
-	if (a->config && sched_config_load(c, a->config, err,
-					   sizeof(err)) < 0) {
+	if (a->config &&
+	    sched_config_load(c, a->config, err, sizeof(err)) < 0) {
 		cli_fail(CMD, 0, "%s", err);
 		return -EINVAL;
 	}
@@ -173,8 +183,10 @@ static int build_config(const struct serve_args *a, struct sched_config *c)
 	if (a->slo_tbt > 0)
 		c->slo_tbt = a->slo_tbt;
 	if (a->reject && sched_reject_parse(a->reject, &c->reject) < 0) {
-		cli_usage_error(CMD, "--reject: '%s' is not off, early or "
-				     "predict", a->reject);
+		cli_usage_error(CMD,
+				"--reject: '%s' is not off, early or "
+				"predict",
+				a->reject);
 		return -EINVAL;
 	}
 	if (sched_config_check(c, &msg) < 0) {
@@ -218,8 +230,7 @@ static void print_bound(const char *what, const char *spec, int fd)
 	printf("%s %.*s:%u\n", what, (int)(colon - spec), spec, srv_port(fd));
 }
 
-static int open_listeners(const struct serve_args *a, int *http_fd,
-			  int *ev_fd)
+static int open_listeners(const struct serve_args *a, int *http_fd, int *ev_fd)
 {
 	int rc;
 
@@ -273,7 +284,7 @@ static int run(struct srv *srv, const struct serve_args *a)
 	fflush(stdout);
 	while (sigwait(&set, &sig) != 0)
 		;
-	srv_http_stop(h);	/* closes http_fd */
+	srv_http_stop(h); /* closes http_fd */
 	srv_events_stop(srv);
 	if (srv->ev_fd >= 0)
 		close(srv->ev_fd);

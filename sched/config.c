@@ -26,9 +26,9 @@
 #include "sched/sched.h"
 
 enum key_type {
-	K_DBL,		/* double in struct sched_config */
-	K_TOKENS,	/* uint32 in struct sched_config, > 0 */
-	K_FLOP,		/* double in struct sched_flop_model */
+	K_DBL,	  /* double in struct sched_config */
+	K_TOKENS, /* uint32 in struct sched_config, > 0 */
+	K_FLOP,	  /* double in struct sched_flop_model */
 	K_REJECT,
 };
 
@@ -43,28 +43,28 @@ struct key {
 #define FLOP(f) offsetof(struct sched_flop_model, f)
 
 static const struct key keys[] = {
-	{"prefill_quad", K_DBL, CFG(cost.pf_quad), "s per token^2"},
-	{"prefill_lin", K_DBL, CFG(cost.pf_lin), "s per token"},
-	{"prefill_const", K_DBL, CFG(cost.pf_const), "s per prefill"},
-	{"model_layers", K_FLOP, FLOP(layers), NULL},
-	{"model_hidden", K_FLOP, FLOP(hidden), NULL},
-	{"flop_a", K_FLOP, FLOP(a), NULL},
-	{"flop_b", K_FLOP, FLOP(b), NULL},
-	{"prefill_flops", K_FLOP, FLOP(flops), NULL},
-	{"block_tokens", K_TOKENS, CFG(cost.block_tokens), "tokens a block"},
-	{"block_bytes", K_DBL, CFG(cost.block_bytes), "KV bytes a block"},
-	{"transfer_bw", K_DBL, CFG(cost.xfer_bw), "bytes/s node to node"},
-	{"transfer_latency", K_DBL, CFG(cost.xfer_lat), "s per fetch"},
-	{"decode_base", K_DBL, CFG(cost.dec_base), "s per decode step"},
-	{"decode_per_seq", K_DBL, CFG(cost.dec_per_seq),
-	 "s per request in a step"},
-	{"decode_per_token", K_DBL, CFG(cost.dec_per_token),
-	 "s per context token in a step"},
-	{"slo_ttft", K_DBL, CFG(slo_ttft), "s"},
-	{"slo_tbt", K_DBL, CFG(slo_tbt), "s"},
-	{"balance_threshold", K_DBL, CFG(balance),
-	 "kvcache-centric fetches when remote > local * this"},
-	{"reject", K_REJECT, CFG(reject), "off, early or predict"},
+	{ "prefill_quad", K_DBL, CFG(cost.pf_quad), "s per token^2" },
+	{ "prefill_lin", K_DBL, CFG(cost.pf_lin), "s per token" },
+	{ "prefill_const", K_DBL, CFG(cost.pf_const), "s per prefill" },
+	{ "model_layers", K_FLOP, FLOP(layers), NULL },
+	{ "model_hidden", K_FLOP, FLOP(hidden), NULL },
+	{ "flop_a", K_FLOP, FLOP(a), NULL },
+	{ "flop_b", K_FLOP, FLOP(b), NULL },
+	{ "prefill_flops", K_FLOP, FLOP(flops), NULL },
+	{ "block_tokens", K_TOKENS, CFG(cost.block_tokens), "tokens a block" },
+	{ "block_bytes", K_DBL, CFG(cost.block_bytes), "KV bytes a block" },
+	{ "transfer_bw", K_DBL, CFG(cost.xfer_bw), "bytes/s node to node" },
+	{ "transfer_latency", K_DBL, CFG(cost.xfer_lat), "s per fetch" },
+	{ "decode_base", K_DBL, CFG(cost.dec_base), "s per decode step" },
+	{ "decode_per_seq", K_DBL, CFG(cost.dec_per_seq),
+	  "s per request in a step" },
+	{ "decode_per_token", K_DBL, CFG(cost.dec_per_token),
+	  "s per context token in a step" },
+	{ "slo_ttft", K_DBL, CFG(slo_ttft), "s" },
+	{ "slo_tbt", K_DBL, CFG(slo_tbt), "s" },
+	{ "balance_threshold", K_DBL, CFG(balance),
+	  "kvcache-centric fetches when remote > local * this" },
+	{ "reject", K_REJECT, CFG(reject), "off, early or predict" },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -97,7 +97,7 @@ int sched_config_check(const struct sched_config *c, const char **msg)
 	return why ? -EINVAL : 0;
 }
 
-static const char *reject_names[] = {"off", "early", "predict"};
+static const char *reject_names[] = { "off", "early", "predict" };
 
 int sched_reject_parse(const char *name, enum sched_reject_mode *out)
 {
@@ -160,10 +160,13 @@ static int set_key(struct load *l, const struct key *k, const char *val)
 	double v;
 
 	if (k->type == K_REJECT) {
-		if (sched_reject_parse(val, (enum sched_reject_mode *)
-						    ((char *)&l->c + k->off)))
-			return load_err(l, "%s: '%s' is not off, early or "
-					   "predict", k->name, val);
+		if (sched_reject_parse(
+			    val,
+			    (enum sched_reject_mode *)((char *)&l->c + k->off)))
+			return load_err(l,
+					"%s: '%s' is not off, early or "
+					"predict",
+					k->name, val);
 		return 0;
 	}
 	errno = 0;
@@ -176,8 +179,10 @@ static int set_key(struct load *l, const struct key *k, const char *val)
 		l->flop_set = true;
 	} else if (k->type == K_TOKENS) {
 		if (v < 1 || v > (1u << 20) || v != floor(v))
-			return load_err(l, "%s: '%s' is not a whole number "
-					   "1..1048576", k->name, val);
+			return load_err(l,
+					"%s: '%s' is not a whole number "
+					"1..1048576",
+					k->name, val);
 		*(uint32_t *)((char *)&l->c + k->off) = (uint32_t)v;
 	} else {
 		*(double *)((char *)&l->c + k->off) = v;
@@ -228,7 +233,7 @@ static int load_finish(struct load *l)
 int sched_config_load(struct sched_config *c, const char *path, char *err,
 		      size_t errlen)
 {
-	struct load l = {.path = path, .c = *c, .err = err, .errlen = errlen};
+	struct load l = { .path = path, .c = *c, .err = err, .errlen = errlen };
 	char buf[1024];
 	FILE *f = fopen(path, "re");
 	int rc = 0;
@@ -291,11 +296,12 @@ int sched_config_write(const struct sched_config *c, const char *header,
 		const char *at = (const char *)c + k->off;
 
 		if (k->type == K_FLOP)
-			continue;	/* the coefficients say it all */
+			continue; /* the coefficients say it all */
 		fprintf(f, "%-17s = ", k->name);
 		if (k->type == K_REJECT)
 			fputs(sched_reject_name(
-				*(const enum sched_reject_mode *)at), f);
+				      *(const enum sched_reject_mode *)at),
+			      f);
 		else if (k->type == K_TOKENS)
 			fprintf(f, "%u", *(const uint32_t *)at);
 		else

@@ -91,8 +91,7 @@ double sched_cost_transfer(const struct sched_cost *c, uint64_t blocks)
 	return c->xfer_lat + (double)blocks * c->block_bytes / c->xfer_bw;
 }
 
-double sched_cost_step(const struct sched_cost *c, uint64_t batch,
-		       uint64_t ctx)
+double sched_cost_step(const struct sched_cost *c, uint64_t batch, uint64_t ctx)
 {
 	return c->dec_base + c->dec_per_seq * (double)batch +
 	       c->dec_per_token * (double)ctx;

@@ -41,25 +41,25 @@
 #include <stdint.h>
 
 struct sched_cost {
-	double pf_quad;		/* s per token^2 */
-	double pf_lin;		/* s per token */
-	double pf_const;	/* s per prefill */
-	uint32_t block_tokens;	/* tokens per block (512) */
-	double block_bytes;	/* KV bytes of one block */
-	double xfer_bw;		/* bytes/s between two nodes */
-	double xfer_lat;	/* s per transfer */
-	double dec_base;	/* s per decode step */
-	double dec_per_seq;	/* s per request in the batch */
-	double dec_per_token;	/* s per context token in the batch */
+	double pf_quad;	       /* s per token^2 */
+	double pf_lin;	       /* s per token */
+	double pf_const;       /* s per prefill */
+	uint32_t block_tokens; /* tokens per block (512) */
+	double block_bytes;    /* KV bytes of one block */
+	double xfer_bw;	       /* bytes/s between two nodes */
+	double xfer_lat;       /* s per transfer */
+	double dec_base;       /* s per decode step */
+	double dec_per_seq;    /* s per request in the batch */
+	double dec_per_token;  /* s per context token in the batch */
 };
 
 /* the FLOP model's parameters, to derive pf_quad and pf_lin from */
 struct sched_flop_model {
-	double layers;		/* l */
-	double hidden;		/* d */
+	double layers; /* l */
+	double hidden; /* d */
 	double a;
 	double b;
-	double flops;		/* P, FLOP/s of one prefill instance */
+	double flops; /* P, FLOP/s of one prefill instance */
 };
 
 #define SCHED_DEF_LAYERS 80

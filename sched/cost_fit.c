@@ -11,7 +11,7 @@
 
 #include "sched/cost.h"
 
-#define NCOEF 3	/* quad, lin, const */
+#define NCOEF 3 /* quad, lin, const */
 
 /* the model's columns for one row */
 static void features(const struct sched_fit_row *r, double x[NCOEF])
@@ -150,7 +150,7 @@ static double fit_subset(const struct fit_sums *s, unsigned mask,
 int sched_cost_fit(const struct sched_fit_row *rows, size_t nrows,
 		   struct sched_cost *c, double *rmse)
 {
-	double best[NCOEF] = {0}, beta[NCOEF], best_sse = -1;
+	double best[NCOEF] = { 0 }, beta[NCOEF], best_sse = -1;
 	struct fit_sums s;
 	bool varied = false;
 

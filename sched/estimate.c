@@ -59,8 +59,7 @@ static bool plan_better(const struct sched_plan *a, const struct sched_plan *b)
 }
 
 void sched_plan_min(const struct sched *s, const struct sched_ctx *c,
-		    const uint32_t *lens, double balance,
-		    struct sched_plan *p)
+		    const uint32_t *lens, double balance, struct sched_plan *p)
 {
 	struct sched_plan q;
 

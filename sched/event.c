@@ -11,8 +11,6 @@
 #include "sched/event.h"
 #include "src/common/le.h"
 
-
-
 static bool zero_hash(const uint8_t *h)
 {
 	for (int i = 0; i < KVFS_HASH_LEN; i++)
@@ -122,8 +120,8 @@ static int check_frame(const uint8_t *p, size_t size, char *ns)
 	return 0;
 }
 
-static int deliver(struct sched_ev_decoder *d, const uint8_t *p,
-		   sched_ev_fn fn, void *arg)
+static int deliver(struct sched_ev_decoder *d, const uint8_t *p, sched_ev_fn fn,
+		   void *arg)
 {
 	uint32_t count = (uint32_t)kv_get_le32(p + 16);
 	const uint8_t *r = p + SCHED_EV_HDR + p[20];

@@ -70,10 +70,10 @@ struct sched_ev_rec {
 struct sched_ev {
 	enum sched_ev_op op;
 	uint16_t node;
-	uint64_t seq;		/* of its frame */
-	const char *ns;		/* ns_len bytes, not NUL-terminated */
+	uint64_t seq;	/* of its frame */
+	const char *ns; /* ns_len bytes, not NUL-terminated */
 	uint8_t ns_len;
-	const uint8_t *hash;	/* KVFS_HASH_LEN bytes */
+	const uint8_t *hash; /* KVFS_HASH_LEN bytes */
 };
 
 /* bytes of a frame of count records in a namespace of ns_len bytes */
@@ -97,12 +97,12 @@ long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 typedef int (*sched_ev_fn)(void *arg, const struct sched_ev *ev);
 
 struct sched_ev_decoder {
-	uint8_t *buf;		/* bytes of a frame not complete yet */
+	uint8_t *buf; /* bytes of a frame not complete yet */
 	size_t len, cap;
-	bool started;		/* a frame was accepted: node and seq set */
+	bool started; /* a frame was accepted: node and seq set */
 	uint16_t node;
 	uint64_t next_seq;
-	int err;		/* sticky: the stream is over */
+	int err; /* sticky: the stream is over */
 	uint64_t frames, records;
 };
 

@@ -23,42 +23,43 @@ struct kvc_cmd {
 static int cmd_help(int argc, char **argv);
 
 static const struct kvc_cmd kvc_cmds[] = {
-    {
-	.name = "replay",
-	.fn = kvc_replay_main,
-	.usage = kvc_replay_usage,
-	.summary = "replay a trace through the scheduler, per policy",
-    },
-    {
-	.name = "gen-trace",
-	.fn = kvc_gen_main,
-	.usage = kvc_gen_usage,
-	.summary = "write a synthetic Mooncake-format trace",
-    },
-    {
-	.name = "fit",
-	.fn = kvc_fit_main,
-	.usage = kvc_fit_usage,
-	.summary = "fit the prefill cost model to measured times",
-    },
-    {
-	.name = "bench",
-	.fn = kvc_bench_main,
-	.usage = kvc_bench_usage,
-	.summary = "scheduling decisions/s beside a naive scan",
-    },
-    {
-	.name = "serve",
-	.fn = kvc_serve_main,
-	.usage = kvc_serve_usage,
-	.summary = "the conductor daemon: HTTP scheduling, block events",
-    },
-    {
-	.name = "help",
-	.fn = cmd_help,
-	.usage = NULL,
-	.summary = "this text, or a subcommand's (help CMD)",
-    },
+	{
+		.name = "replay",
+		.fn = kvc_replay_main,
+		.usage = kvc_replay_usage,
+		.summary = "replay a trace through the scheduler, per policy",
+	},
+	{
+		.name = "gen-trace",
+		.fn = kvc_gen_main,
+		.usage = kvc_gen_usage,
+		.summary = "write a synthetic Mooncake-format trace",
+	},
+	{
+		.name = "fit",
+		.fn = kvc_fit_main,
+		.usage = kvc_fit_usage,
+		.summary = "fit the prefill cost model to measured times",
+	},
+	{
+		.name = "bench",
+		.fn = kvc_bench_main,
+		.usage = kvc_bench_usage,
+		.summary = "scheduling decisions/s beside a naive scan",
+	},
+	{
+		.name = "serve",
+		.fn = kvc_serve_main,
+		.usage = kvc_serve_usage,
+		.summary =
+			"the conductor daemon: HTTP scheduling, block events",
+	},
+	{
+		.name = "help",
+		.fn = cmd_help,
+		.usage = NULL,
+		.summary = "this text, or a subcommand's (help CMD)",
+	},
 };
 
 #define KVC_NCMDS (sizeof(kvc_cmds) / sizeof(kvc_cmds[0]))

@@ -11,10 +11,10 @@
 #include "sched/tab.h"
 
 struct sched_index {
-	struct sched_tab tab;	/* key -> holder bitmap of nwords */
+	struct sched_tab tab; /* key -> holder bitmap of nwords */
 	uint32_t nnodes;
 	uint32_t nwords;
-	uint64_t *node_blocks;	/* [nnodes] */
+	uint64_t *node_blocks; /* [nnodes] */
 };
 
 /* keys whose slots are prefetched together: enough misses in flight to
@@ -129,7 +129,7 @@ static int reset_one(uint64_t *m, void *arg)
 
 long sched_index_reset_node(struct sched_index *ix, uint32_t node)
 {
-	struct reset_arg a = {.node = node, .nwords = ix->nwords};
+	struct reset_arg a = { .node = node, .nwords = ix->nwords };
 	int rc;
 
 	if (node >= ix->nnodes)
@@ -167,12 +167,12 @@ uint64_t sched_index_node_blocks(const struct sched_index *ix, uint32_t node)
 /* ---- prefix ------------------------------------------------------------ */
 
 struct walk {
-	uint64_t alive[SCHED_NODE_WORDS];	/* still matching */
-	uint64_t last[SCHED_NODE_WORDS];	/* alive before the last step */
+	uint64_t alive[SCHED_NODE_WORDS]; /* still matching */
+	uint64_t last[SCHED_NODE_WORDS];  /* alive before the last step */
 	uint32_t nwords;
 	uint32_t *lens;
-	bool done;				/* no node matches any more */
-	uint32_t len;				/* the longest, once done */
+	bool done;    /* no node matches any more */
+	uint32_t len; /* the longest, once done */
 };
 
 static void walk_init(struct walk *w, uint32_t nnodes, uint32_t *lens)
@@ -232,8 +232,8 @@ static uint32_t walk_end(struct walk *w, uint32_t n, uint32_t *best_node)
 		w->len = n;
 	}
 	if (best_node)
-		*best_node = w->len ? lowest(holders, w->nwords)
-				    : SCHED_NO_NODE;
+		*best_node =
+			w->len ? lowest(holders, w->nwords) : SCHED_NO_NODE;
 	return w->len;
 }
 
@@ -277,15 +277,17 @@ uint32_t sched_index_prefix2(const struct sched_index *ix,
 		prefetch_batch(&ix->tab, also ? &also->tab : NULL, keys + i, b,
 			       mk);
 		for (uint32_t j = 0; j < b && !(w.done && u.done); j++, i++) {
-			const uint64_t *m = sched_tab_find_mixed(&ix->tab,
-								 mk[j]);
+			const uint64_t *m =
+				sched_tab_find_mixed(&ix->tab, mk[j]);
 
 			if (!w.done)
 				walk_step(&w, m, i);
 			if (!u.done)
-				walk_step(&u, either(m, sched_tab_find_mixed(
-							   &also->tab, mk[j]),
-						     ix->nwords, buf),
+				walk_step(&u,
+					  either(m,
+						 sched_tab_find_mixed(
+							 &also->tab, mk[j]),
+						 ix->nwords, buf),
 					  i);
 		}
 	}

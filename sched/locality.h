@@ -65,8 +65,7 @@ bool sched_index_holds(const struct sched_index *ix, uint32_t node,
 
 /* distinct blocks held by some node, and blocks held by one node */
 size_t sched_index_blocks(const struct sched_index *ix);
-uint64_t sched_index_node_blocks(const struct sched_index *ix,
-				 uint32_t node);
+uint64_t sched_index_node_blocks(const struct sched_index *ix, uint32_t node);
 
 /*
  * Longest prefix of keys[0..n) each node holds: lens[node] for every

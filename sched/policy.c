@@ -9,43 +9,46 @@
 #include "sched/sched_int.h"
 
 static const struct sched_policy_ops policies[] = {
-    {
-	.name = "random",
-	.summary = "uniform over prefill instances",
-	.pick_prefill = sched_pick_random,
-    },
-    {
-	.name = "round-robin",
-	.summary = "prefill instances in turn",
-	.pick_prefill = sched_pick_round_robin,
-    },
-    {
-	.name = "load",
-	.summary = "least queued prefill work",
-	.pick_prefill = sched_pick_load,
-    },
-    {
-	.name = "longest-prefix",
-	.summary = "longest cached prefix on the instance, ties by load",
-	.pick_prefill = sched_pick_longest_prefix,
-    },
-    {
-	.name = "cache-aware",
-	.summary = "lowest queue + prefill, own cached prefix only",
-	.pick_prefill = sched_pick_cache_aware,
-    },
-    {
-	.name = "kvcache-centric",
-	.summary = "lowest transfer + queue + prefill (Mooncake Alg. 1)",
-	.pick_prefill = sched_pick_kvcache_centric,
-    },
-    {
-	.name = "lookahead",
-	.summary = "kvcache-centric + in-flight prefixes, predicted decode",
-	.lookahead = true,
-	.pick_prefill = sched_pick_lookahead,
-	.pick_decode = sched_decode_predict,
-    },
+	{
+		.name = "random",
+		.summary = "uniform over prefill instances",
+		.pick_prefill = sched_pick_random,
+	},
+	{
+		.name = "round-robin",
+		.summary = "prefill instances in turn",
+		.pick_prefill = sched_pick_round_robin,
+	},
+	{
+		.name = "load",
+		.summary = "least queued prefill work",
+		.pick_prefill = sched_pick_load,
+	},
+	{
+		.name = "longest-prefix",
+		.summary =
+			"longest cached prefix on the instance, ties by load",
+		.pick_prefill = sched_pick_longest_prefix,
+	},
+	{
+		.name = "cache-aware",
+		.summary = "lowest queue + prefill, own cached prefix only",
+		.pick_prefill = sched_pick_cache_aware,
+	},
+	{
+		.name = "kvcache-centric",
+		.summary =
+			"lowest transfer + queue + prefill (Mooncake Alg. 1)",
+		.pick_prefill = sched_pick_kvcache_centric,
+	},
+	{
+		.name = "lookahead",
+		.summary = "kvcache-centric + in-flight prefixes, predicted "
+			   "decode",
+		.lookahead = true,
+		.pick_prefill = sched_pick_lookahead,
+		.pick_decode = sched_decode_predict,
+	},
 };
 
 #define NPOLICIES (sizeof(policies) / sizeof(policies[0]))

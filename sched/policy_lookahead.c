@@ -25,7 +25,7 @@ static bool faster(const struct sched_plan *a, const struct sched_plan *b)
 	if (a->ttft != b->ttft)
 		return a->ttft < b->ttft;
 	if (a->local != b->local)
-		return a->local > b->local;	/* less to copy in */
+		return a->local > b->local; /* less to copy in */
 	return a->inst < b->inst;
 }
 

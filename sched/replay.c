@@ -22,9 +22,9 @@ enum ev_type {
 
 struct ev {
 	double t;
-	uint64_t seq;	/* insertion order breaks the remaining ties */
+	uint64_t seq; /* insertion order breaks the remaining ties */
 	uint32_t type;
-	uint32_t arg;	/* instance */
+	uint32_t arg; /* instance */
 };
 
 struct heap {
@@ -33,31 +33,31 @@ struct heap {
 };
 
 struct sim_req {
-	uint64_t id;		/* the scheduler's */
+	uint64_t id; /* the scheduler's */
 	double arrival;
 	double last_token;
-	uint64_t gen;		/* tokens out so far */
+	uint64_t gen; /* tokens out so far */
 	uint32_t p, d;
-	uint32_t plan_reuse;	/* decided prefix use, with a fetch */
+	uint32_t plan_reuse; /* decided prefix use, with a fetch */
 	uint32_t src;
-	uint32_t qnext;		/* its prefill queue */
-	size_t top_off;		/* its longest intervals: sim.top[top_off..] */
-	uint32_t ntop;		/* how many are kept: ceil(intervals / 10) */
-	uint32_t nheap;		/* kept so far (a min-heap) */
-	uint64_t nivl;		/* intervals seen */
+	uint32_t qnext; /* its prefill queue */
+	size_t top_off; /* its longest intervals: sim.top[top_off..] */
+	uint32_t ntop;	/* how many are kept: ceil(intervals / 10) */
+	uint32_t nheap; /* kept so far (a min-heap) */
+	uint64_t nivl;	/* intervals seen */
 	double ttft, tbt;
 	bool served;
 };
 
 struct sim_pf {
-	uint32_t qhead, qtail;	/* waiting, in order */
-	uint32_t cur;		/* running, or SIM_NIL */
+	uint32_t qhead, qtail; /* waiting, in order */
+	uint32_t cur;	       /* running, or SIM_NIL */
 };
 
 struct sim_dc {
-	uint32_t *batch, nb, cb;	/* in the step running now */
-	uint32_t *join, nj, cj;		/* waiting for the next step */
-	uint64_t ctx;		/* context tokens of the batch */
+	uint32_t *batch, nb, cb; /* in the step running now */
+	uint32_t *join, nj, cj;	 /* waiting for the next step */
+	uint64_t ctx;		 /* context tokens of the batch */
 	bool stepping;
 };
 
@@ -71,16 +71,16 @@ struct sim {
 	const struct sched_replay_opts *o;
 	const struct sched_cost *cost;
 	struct sched *s;
-	struct sim_cache *cache;	/* [nprefill]: prefill i on node i */
+	struct sim_cache *cache; /* [nprefill]: prefill i on node i */
 	struct sim_node *nodes;
 	struct sim_req *req;
 	struct sim_pf *pf;
 	struct sim_dc *dc;
-	float *top;		/* per request, its longest token intervals */
+	float *top; /* per request, its longest token intervals */
 	struct heap h;
 	uint64_t seq;
 	double now;
-	int err;			/* first error of a callback */
+	int err; /* first error of a callback */
 	struct sched_replay_result *r;
 };
 
@@ -110,8 +110,9 @@ static int ev_push(struct sim *m, double t, uint32_t type, uint32_t arg)
 		h->cap = cap;
 	}
 	i = h->n++;
-	h->v[i] = (struct ev){.t = t, .seq = m->seq++, .type = type,
-			      .arg = arg};
+	h->v[i] = (struct ev){
+		.t = t, .seq = m->seq++, .type = type, .arg = arg
+	};
 	while (i && ev_before(&h->v[i], &h->v[(i - 1) / 2])) {
 		struct ev x = h->v[i];
 
@@ -337,8 +338,7 @@ static int prefill_end(struct sim *m, uint32_t p)
 	int rc;
 
 	pf->cur = SIM_NIL;
-	ev = sim_cache_put_chain(&m->cache[p], req_keys(m, k),
-				 m->t->nkeys[k]);
+	ev = sim_cache_put_chain(&m->cache[p], req_keys(m, k), m->t->nkeys[k]);
 	if (ev < 0)
 		return (int)ev;
 	m->r->evictions += ev;
@@ -388,7 +388,7 @@ static int sim_alloc(struct sim *m)
 		return -ENOMEM;
 	for (uint32_t p = 0; p < np; p++) {
 		m->pf[p].qhead = m->pf[p].qtail = m->pf[p].cur = SIM_NIL;
-		m->nodes[p] = (struct sim_node){.sim = m, .node = p};
+		m->nodes[p] = (struct sim_node){ .sim = m, .node = p };
 		if (sim_cache_init(&m->cache[p], m->o->cache_blocks,
 				   on_cache_event, &m->nodes[p]) < 0)
 			return -ENOMEM;
@@ -454,9 +454,8 @@ static int sim_results(struct sim *m)
 	r->attainment = n ? (double)r->slo_met / (double)n : 0;
 	r->span = m->now;
 	r->arrival_span = n ? m->t->arrival[n - 1] / m->o->speed : 0;
-	r->capacity = r->arrival_span > 0
-			      ? (double)r->slo_met / r->arrival_span
-			      : 0;
+	r->capacity =
+		r->arrival_span > 0 ? (double)r->slo_met / r->arrival_span : 0;
 	free(ttft);
 	free(tbt);
 	return 0;

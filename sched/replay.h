@@ -44,13 +44,13 @@
  * line order) */
 struct sched_trace {
 	size_t n;
-	double *arrival;	/* s after the first line's timestamp */
-	uint64_t *input;	/* tokens */
-	uint64_t *output;	/* tokens, 0 read as 1 */
-	size_t *first;		/* request i's keys: keys[first[i]..] */
-	uint32_t *nkeys;	/* its full blocks */
-	uint64_t *keys;		/* hash_ids of full blocks only */
-	uint64_t skipped;	/* bad lines skipped (skip_bad) */
+	double *arrival;  /* s after the first line's timestamp */
+	uint64_t *input;  /* tokens */
+	uint64_t *output; /* tokens, 0 read as 1 */
+	size_t *first;	  /* request i's keys: keys[first[i]..] */
+	uint32_t *nkeys;  /* its full blocks */
+	uint64_t *keys;	  /* hash_ids of full blocks only */
+	uint64_t skipped; /* bad lines skipped (skip_bad) */
 };
 
 /*
@@ -67,9 +67,9 @@ struct sched_replay_opts {
 	const struct sched_policy_ops *policy;
 	uint32_t nprefill;
 	uint32_t ndecode;
-	uint64_t cache_blocks;	/* per node, >= 1 */
-	double speed;		/* arrivals this many times faster, > 0 */
-	uint64_t seed;		/* random policy */
+	uint64_t cache_blocks; /* per node, >= 1 */
+	double speed;	       /* arrivals this many times faster, > 0 */
+	uint64_t seed;	       /* random policy */
 	/* called about every 1/64 of the requests; may be NULL */
 	void (*progress)(void *arg, size_t done, size_t total);
 	void *progress_arg;
@@ -77,23 +77,23 @@ struct sched_replay_opts {
 
 struct sched_replay_result {
 	char policy[32];
-	uint64_t requests;	/* in the trace */
+	uint64_t requests; /* in the trace */
 	uint64_t served;
 	uint64_t rejected, rejected_ttft, rejected_tbt;
-	uint64_t blocks;	/* full blocks of served prompts */
-	uint64_t hit_local;	/* of those, on the prefill node at start */
-	uint64_t hit_remote;	/* fetched from another node */
+	uint64_t blocks;     /* full blocks of served prompts */
+	uint64_t hit_local;  /* of those, on the prefill node at start */
+	uint64_t hit_remote; /* fetched from another node */
 	uint64_t evictions;
-	double hit_rate;	/* (hit_local + hit_remote) / blocks */
-	double ttft_mean, ttft_p50, ttft_p90, ttft_p99;	/* s, served */
-	double tbt_p50, tbt_p90, tbt_p99;	/* s, served with >= 2 tokens */
-	uint64_t slo_met;	/* TTFT and TBT both within SLO */
-	double attainment;	/* slo_met / requests */
-	double span;		/* s of simulated time, first arrival to
-				 * last token */
-	double arrival_span;	/* s from first to last arrival */
-	double capacity;	/* slo_met / arrival_span, req/s */
-	double cpu_s;		/* CPU time of the replay */
+	double hit_rate; /* (hit_local + hit_remote) / blocks */
+	double ttft_mean, ttft_p50, ttft_p90, ttft_p99; /* s, served */
+	double tbt_p50, tbt_p90, tbt_p99; /* s, served with >= 2 tokens */
+	uint64_t slo_met;		  /* TTFT and TBT both within SLO */
+	double attainment;		  /* slo_met / requests */
+	double span;	     /* s of simulated time, first arrival to
+			      * last token */
+	double arrival_span; /* s from first to last arrival */
+	double capacity;     /* slo_met / arrival_span, req/s */
+	double cpu_s;	     /* CPU time of the replay */
 	double wall_s;
 };
 

@@ -231,8 +231,7 @@ static int put_one(struct sim_cache *c, uint64_t key, uint32_t parent,
 	return 0;
 }
 
-long sim_cache_put_chain(struct sim_cache *c, const uint64_t *keys,
-			 uint32_t n)
+long sim_cache_put_chain(struct sim_cache *c, const uint64_t *keys, uint32_t n)
 {
 	uint32_t parent = SIM_NIL;
 	long evicted = 0;

@@ -24,9 +24,9 @@
 struct sim_ent {
 	uint64_t key;
 	uint64_t last_use;
-	uint32_t parent;	/* entry of its chain parent, or SIM_NIL */
-	uint32_t parent_gen;	/* that entry's gen when linked */
-	uint32_t gen;		/* bumped when the entry is freed */
+	uint32_t parent;     /* entry of its chain parent, or SIM_NIL */
+	uint32_t parent_gen; /* that entry's gen when linked */
+	uint32_t gen;	     /* bumped when the entry is freed */
 	uint32_t nchild;
 	uint32_t prev, next;
 	uint8_t list;
@@ -40,9 +40,9 @@ struct sim_lru {
 typedef void (*sim_event_fn)(void *arg, int op, uint64_t key);
 
 struct sim_cache {
-	struct sched_tab tab;	/* key -> entry */
+	struct sched_tab tab; /* key -> entry */
 	struct sim_ent *e;
-	uint32_t n, cap, max;	/* entries live, allocated, allowed */
+	uint32_t n, cap, max; /* entries live, allocated, allowed */
 	uint32_t free_head;
 	struct sim_lru leaf, inner;
 	uint64_t tick;
@@ -60,8 +60,7 @@ uint32_t sim_cache_prefix(const struct sim_cache *c, const uint64_t *keys,
 void sim_cache_touch(struct sim_cache *c, const uint64_t *keys, uint32_t n);
 /* cache the chain keys[0..n) (at most max of it), evicting as needed;
  * returns evictions, or -ENOMEM */
-long sim_cache_put_chain(struct sim_cache *c, const uint64_t *keys,
-			 uint32_t n);
+long sim_cache_put_chain(struct sim_cache *c, const uint64_t *keys, uint32_t n);
 
 /* ---- statistics (replay_stats.c) --------------------------------------- */
 

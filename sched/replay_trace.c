@@ -14,10 +14,10 @@
 
 struct trace_buf {
 	struct sched_trace t;
-	size_t cap;		/* requests the arrays hold */
-	size_t kcap;		/* keys the key array holds */
-	size_t nk;		/* keys used */
-	uint64_t *ts;		/* timestamps, ms, in line order */
+	size_t cap;   /* requests the arrays hold */
+	size_t kcap;  /* keys the key array holds */
+	size_t nk;    /* keys used */
+	uint64_t *ts; /* timestamps, ms, in line order */
 };
 
 static int grow(void **p, size_t n, size_t size)
@@ -89,7 +89,7 @@ static int by_time(const void *a, const void *b)
 
 	if (x->ts != y->ts)
 		return x->ts < y->ts ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;	/* stable: line order */
+	return x->i < y->i ? -1 : x->i > y->i; /* stable: line order */
 }
 
 /* permute the per-request arrays into order[] */
@@ -147,7 +147,7 @@ static int finish(struct trace_buf *b)
 			return -ENOMEM;
 		}
 		for (size_t i = 0; i < n; i++)
-			ti[i] = (struct ts_idx){b->ts[i], i};
+			ti[i] = (struct ts_idx){ b->ts[i], i };
 		qsort(ti, n, sizeof(*ti), by_time);
 		for (size_t i = 0; i < n; i++)
 			order[i] = ti[i].i;
@@ -179,9 +179,9 @@ static int read_all(struct kvfs_trace *tr, struct trace_buf *b, char *err,
 		}
 	}
 	if (rc < 0)
-		snprintf(err, errlen, "%s", kvfs_trace_error(tr)[0]
-						    ? kvfs_trace_error(tr)
-						    : strerror(-rc));
+		snprintf(err, errlen, "%s",
+			 kvfs_trace_error(tr)[0] ? kvfs_trace_error(tr)
+						 : strerror(-rc));
 	return rc;
 }
 

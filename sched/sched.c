@@ -25,8 +25,8 @@ static int setup_check(const struct sched_setup *su, uint32_t *nnodes)
 		top = n + 1 > top ? n + 1 : top;
 	}
 	for (uint32_t j = 0; j < su->ndecode; j++) {
-		uint32_t n = su->decode_node ? su->decode_node[j]
-					     : su->nprefill + j;
+		uint32_t n =
+			su->decode_node ? su->decode_node[j] : su->nprefill + j;
 
 		top = n + 1 > top ? n + 1 : top;
 	}
@@ -41,8 +41,8 @@ static void instances_init(struct sched *s, const struct sched_setup *su)
 	for (uint32_t i = 0; i < s->nprefill; i++)
 		s->pf[i].node = su->prefill_node ? su->prefill_node[i] : i;
 	for (uint32_t j = 0; j < s->ndecode; j++) {
-		s->dc[j].node = su->decode_node ? su->decode_node[j]
-						: su->nprefill + j;
+		s->dc[j].node =
+			su->decode_node ? su->decode_node[j] : su->nprefill + j;
 		s->dc[j].head = REC_NIL;
 	}
 }
@@ -106,8 +106,9 @@ int sched_create(const struct sched_config *cfg, const struct sched_setup *su,
 	if (rc < 0)
 		goto out_free_books;
 	instances_init(s, su);
-	rc = sched_index_create(nnodes, su->expect_blocks ? su->expect_blocks
-							  : DEF_EXPECT_BLOCKS,
+	rc = sched_index_create(nnodes,
+				su->expect_blocks ? su->expect_blocks
+						  : DEF_EXPECT_BLOCKS,
 				&s->ix);
 	if (rc < 0)
 		goto out_free_books;

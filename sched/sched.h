@@ -48,10 +48,10 @@
 /* ---- configuration ----------------------------------------------------- */
 
 enum sched_reject_mode {
-	SCHED_REJECT_OFF = 0,	/* admit every request */
-	SCHED_REJECT_EARLY,	/* by the decode load at arrival */
-	SCHED_REJECT_PREDICT,	/* by the decode load predicted for the
-				 * moment the request's prefill ends */
+	SCHED_REJECT_OFF = 0, /* admit every request */
+	SCHED_REJECT_EARLY,   /* by the decode load at arrival */
+	SCHED_REJECT_PREDICT, /* by the decode load predicted for the
+			       * moment the request's prefill ends */
 };
 
 /*
@@ -60,8 +60,8 @@ enum sched_reject_mode {
  */
 struct sched_config {
 	struct sched_cost cost;
-	double slo_ttft;	/* s; default 30 */
-	double slo_tbt;		/* s; default 0.1 */
+	double slo_ttft; /* s; default 30 */
+	double slo_tbt;	 /* s; default 0.1 */
 	/* kvcache-centric: fetch the best remote prefix when it is longer
 	 * than the local one by more than this factor (Algorithm 1's
 	 * kvcache_balancing_threshold; default 1: whenever longer) */
@@ -132,13 +132,13 @@ const char *sched_policy_summary(const struct sched_policy_ops *p);
 #define SCHED_MAX_INSTANCES 256
 
 struct sched_setup {
-	uint32_t nprefill;		/* 1..SCHED_MAX_INSTANCES */
-	uint32_t ndecode;		/* 1..SCHED_MAX_INSTANCES */
-	const uint32_t *prefill_node;	/* [nprefill]; NULL: node i */
-	const uint32_t *decode_node;	/* [ndecode]; NULL: nprefill + j */
-	uint32_t nnodes;		/* 0: one past the highest node named */
-	size_t expect_blocks;		/* index sizing hint; 0: 65536 */
-	uint64_t seed;			/* of the random policy */
+	uint32_t nprefill;	      /* 1..SCHED_MAX_INSTANCES */
+	uint32_t ndecode;	      /* 1..SCHED_MAX_INSTANCES */
+	const uint32_t *prefill_node; /* [nprefill]; NULL: node i */
+	const uint32_t *decode_node;  /* [ndecode]; NULL: nprefill + j */
+	uint32_t nnodes;	      /* 0: one past the highest node named */
+	size_t expect_blocks;	      /* index sizing hint; 0: 65536 */
+	uint64_t seed;		      /* of the random policy */
 };
 
 struct sched;
@@ -179,35 +179,35 @@ uint64_t sched_node_blocks(const struct sched *s, uint32_t node);
 /* ---- requests ---------------------------------------------------------- */
 
 struct sched_req {
-	const uint64_t *keys;	/* keys of the prompt's full blocks, in chain
-				 * order; only read during the call */
+	const uint64_t *keys; /* keys of the prompt's full blocks, in chain
+			       * order; only read during the call */
 	uint32_t nkeys;
 	uint64_t input_tokens;	/* prompt tokens, >= nkeys * block_tokens */
-	uint64_t output_tokens;	/* expected generated tokens (>= 1) */
+	uint64_t output_tokens; /* expected generated tokens (>= 1) */
 };
 
 enum sched_verdict {
 	SCHED_ACCEPT = 0,
-	SCHED_REJECT_TTFT,	/* no prefill instance meets the TTFT SLO */
-	SCHED_REJECT_TBT,	/* no decode instance meets the TBT SLO */
+	SCHED_REJECT_TTFT, /* no prefill instance meets the TTFT SLO */
+	SCHED_REJECT_TBT,  /* no decode instance meets the TBT SLO */
 };
 
 struct sched_decision {
 	enum sched_verdict verdict;
-	uint64_t id;		/* handle for the calls below; 0 if rejected */
-	uint32_t prefill;	/* prefill instance */
-	uint32_t decode;	/* decode instance */
+	uint64_t id;	  /* handle for the calls below; 0 if rejected */
+	uint32_t prefill; /* prefill instance */
+	uint32_t decode;  /* decode instance */
 	/* prefix blocks the prefill node will hold when the request starts
 	 * there (cached now, or written by requests queued ahead of it) */
 	uint32_t local_blocks;
-	uint32_t reuse_blocks;	/* prefix blocks not recomputed */
-	uint32_t xfer_blocks;	/* of those, fetched from src_node first */
-	uint32_t src_node;	/* SCHED_NO_NODE when nothing is fetched */
-	double est_queue;	/* s: queue wait on the prefill instance */
-	double est_xfer;	/* s: fetching xfer_blocks */
-	double est_prefill;	/* s: computing the rest */
-	double est_ttft;	/* s: the three above */
-	double est_tbt;		/* s: decode step time when it joins */
+	uint32_t reuse_blocks; /* prefix blocks not recomputed */
+	uint32_t xfer_blocks;  /* of those, fetched from src_node first */
+	uint32_t src_node;     /* SCHED_NO_NODE when nothing is fetched */
+	double est_queue;      /* s: queue wait on the prefill instance */
+	double est_xfer;       /* s: fetching xfer_blocks */
+	double est_prefill;    /* s: computing the rest */
+	double est_ttft;       /* s: the three above */
+	double est_tbt;	       /* s: decode step time when it joins */
 };
 
 #ifndef SCHED_NO_NODE

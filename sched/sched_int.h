@@ -40,35 +40,35 @@ enum rec_phase {
 
 /* an accepted request until sched_complete */
 struct sched_rec {
-	uint32_t gen;		/* bumped on free: stale ids fail */
+	uint32_t gen; /* bumped on free: stale ids fail */
 	uint8_t phase;
 	uint32_t prefill;
 	uint32_t decode;
-	uint64_t ctx;		/* context tokens on the decode books */
-	uint64_t out;		/* expected output tokens */
-	double service;		/* est prefill service, s */
-	double step;		/* est decode step when it was placed, s */
-	double pred_start;	/* predicted decode interval */
+	uint64_t ctx;	   /* context tokens on the decode books */
+	uint64_t out;	   /* expected output tokens */
+	double service;	   /* est prefill service, s */
+	double step;	   /* est decode step when it was placed, s */
+	double pred_start; /* predicted decode interval */
 	double pred_end;
-	uint32_t dprev, dnext;	/* its decode instance's list */
+	uint32_t dprev, dnext; /* its decode instance's list */
 	uint32_t next_free;
-	uint32_t nkeys;		/* in-flight blocks (lookahead only) */
+	uint32_t nkeys; /* in-flight blocks (lookahead only) */
 	uint64_t *keys;
 };
 
 struct sched_pf {
 	uint32_t node;
-	uint32_t queued;	/* requests not done with prefill */
+	uint32_t queued; /* requests not done with prefill */
 	double busy_until;
-	double backlog;		/* est service of those, s */
+	double backlog; /* est service of those, s */
 };
 
 struct sched_dc {
 	uint32_t node;
-	uint32_t running;	/* requests decoding */
-	uint32_t headed;	/* requests in prefill that will decode here */
-	uint64_t ctx;		/* context tokens of the running ones */
-	uint32_t head;		/* list of running and headed records */
+	uint32_t running; /* requests decoding */
+	uint32_t headed;  /* requests in prefill that will decode here */
+	uint64_t ctx;	  /* context tokens of the running ones */
+	uint32_t head;	  /* list of running and headed records */
 };
 
 struct sched {
@@ -77,14 +77,14 @@ struct sched {
 	uint32_t nprefill, ndecode, nnodes;
 	struct sched_pf *pf;
 	struct sched_dc *dc;
-	struct sched_index *ix;		/* cached blocks, from events */
-	struct sched_index *flight;	/* lookahead: blocks to be written */
-	struct sched_tab flight_cnt;	/* (block, node) -> requests */
+	struct sched_index *ix;	     /* cached blocks, from events */
+	struct sched_index *flight;  /* lookahead: blocks to be written */
+	struct sched_tab flight_cnt; /* (block, node) -> requests */
 	struct sched_rec *rec;
-	uint32_t nrec;			/* records allocated */
+	uint32_t nrec; /* records allocated */
 	uint32_t free_head;
-	uint32_t *lens;			/* [nnodes] scratch: cached prefix */
-	uint32_t *ahead;		/* [nnodes] scratch: with in-flight */
+	uint32_t *lens;	 /* [nnodes] scratch: cached prefix */
+	uint32_t *ahead; /* [nnodes] scratch: with in-flight */
 	uint64_t rng;
 	uint32_t rr_next;
 	struct sched_load load;
@@ -93,9 +93,9 @@ struct sched {
 /* one way to run a request on a prefill instance, with its estimates */
 struct sched_plan {
 	uint32_t inst;
-	uint32_t local;		/* blocks on the node when it starts */
-	uint32_t reuse;		/* blocks not recomputed */
-	uint32_t src;		/* node fetched from, or SCHED_NO_NODE */
+	uint32_t local; /* blocks on the node when it starts */
+	uint32_t reuse; /* blocks not recomputed */
+	uint32_t src;	/* node fetched from, or SCHED_NO_NODE */
 	double queue, xfer, prefill, ttft;
 };
 
@@ -107,15 +107,15 @@ struct sched_ctx {
 	uint32_t best;		/* longest cached prefix on any node */
 	uint32_t best_node;	/* a node holding it, SCHED_NO_NODE if 0 */
 	const uint32_t *ahead;	/* [nnodes] lookahead only: with in-flight */
-	struct sched_plan plan;	/* pick_prefill's choice */
+	struct sched_plan plan; /* pick_prefill's choice */
 	uint32_t decode;	/* pick_decode's choice */
 	double tbt;		/* its estimated step time */
 };
 
 struct sched_policy_ops {
 	const char *name;
-	const char *summary;	/* one line, for help */
-	bool lookahead;		/* keep the in-flight index, fill ctx->ahead */
+	const char *summary; /* one line, for help */
+	bool lookahead;	     /* keep the in-flight index, fill ctx->ahead */
 	/* set c->plan with one of the sched_plan_* helpers */
 	void (*pick_prefill)(struct sched *s, struct sched_ctx *c);
 	/* set c->decode and c->tbt; NULL: sched_decode_now */
@@ -140,8 +140,7 @@ void sched_plan_remote(const struct sched *s, const struct sched_ctx *c,
 /* the lowest-TTFT plan over all instances, locals from lens (NULL: the
  * cached prefix), fetching as sched_plan_remote when balance > 0 */
 void sched_plan_min(const struct sched *s, const struct sched_ctx *c,
-		    const uint32_t *lens, double balance,
-		    struct sched_plan *p);
+		    const uint32_t *lens, double balance, struct sched_plan *p);
 
 /* decode step time on instance j if the request joined now, and if it
  * joined at time t by the predicted intervals */

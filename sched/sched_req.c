@@ -66,8 +66,7 @@ static uint64_t rec_id(const struct sched *s, uint32_t k)
 	return (uint64_t)s->rec[k].gen << 32 | (k + 1);
 }
 
-static struct sched_rec *rec_lookup(struct sched *s, uint64_t id,
-				    uint32_t *out)
+static struct sched_rec *rec_lookup(struct sched *s, uint64_t id, uint32_t *out)
 {
 	uint32_t k = (uint32_t)id - 1;
 
@@ -113,9 +112,9 @@ static void ctx_init(struct sched *s, const struct sched_req *r, double now,
 	c->lens = s->lens;
 	if (s->pol->lookahead)
 		c->ahead = s->ahead;
-	c->best = sched_index_prefix2(s->ix, c->ahead ? s->flight : NULL,
-				      r->keys, r->nkeys, s->lens, s->ahead,
-				      &c->best_node);
+	c->best =
+		sched_index_prefix2(s->ix, c->ahead ? s->flight : NULL, r->keys,
+				    r->nkeys, s->lens, s->ahead, &c->best_node);
 }
 
 /* the lowest TTFT any instance could give, fetching or not */
@@ -294,8 +293,7 @@ static int decide(struct sched *s, struct sched_ctx *c,
 static bool req_ok(const struct sched *s, const struct sched_req *r)
 {
 	return r && (!r->nkeys || r->keys) &&
-	       r->input_tokens >=
-		       (uint64_t)r->nkeys * s->cfg.cost.block_tokens;
+	       r->input_tokens >= (uint64_t)r->nkeys * s->cfg.cost.block_tokens;
 }
 
 int sched_schedule(struct sched *s, const struct sched_req *r, double now,

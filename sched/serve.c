@@ -46,8 +46,9 @@ static uint32_t *nodes_copy(uint32_t n, const uint32_t *v, uint32_t base)
 static int create_locked(struct srv *srv, uint32_t np, const uint32_t *pnode,
 			 uint32_t nd, const uint32_t *dnode)
 {
-	struct sched_setup su = {.nprefill = np, .ndecode = nd,
-				 .seed = srv->seed};
+	struct sched_setup su = { .nprefill = np,
+				  .ndecode = nd,
+				  .seed = srv->seed };
 	uint32_t *pf, *dc;
 	int rc = -ENOMEM;
 
@@ -80,8 +81,7 @@ int srv_set_instances(struct srv *srv, uint32_t np, const uint32_t *pnode,
 {
 	int rc;
 
-	if (!np || !nd || np > SCHED_MAX_INSTANCES ||
-	    nd > SCHED_MAX_INSTANCES)
+	if (!np || !nd || np > SCHED_MAX_INSTANCES || nd > SCHED_MAX_INSTANCES)
 		return -EINVAL;
 	pthread_mutex_lock(&srv->lock);
 	rc = srv->s ? -EEXIST : create_locked(srv, np, pnode, nd, dnode);
@@ -253,11 +253,12 @@ static void *ev_main(void *arg)
 	struct pollfd p[SRV_MAX_EV_CONNS + 2];
 
 	for (;;) {
-		p[0] = (struct pollfd){.fd = l->srv->wake[0], .events = POLLIN};
-		p[1] = (struct pollfd){.fd = l->srv->ev_fd, .events = POLLIN};
+		p[0] = (struct pollfd){ .fd = l->srv->wake[0],
+					.events = POLLIN };
+		p[1] = (struct pollfd){ .fd = l->srv->ev_fd, .events = POLLIN };
 		for (uint32_t i = 0; i < l->n; i++)
-			p[i + 2] = (struct pollfd){.fd = l->conn[i].fd,
-						   .events = POLLIN};
+			p[i + 2] = (struct pollfd){ .fd = l->conn[i].fd,
+						    .events = POLLIN };
 		if (poll(p, l->n + 2, -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents)

@@ -46,8 +46,8 @@ struct body {
 
 /* ---- answers ----------------------------------------------------------- */
 
-static void answer_error(struct srv_answer *a, unsigned status,
-			 const char *msg, const char *reason)
+static void answer_error(struct srv_answer *a, unsigned status, const char *msg,
+			 const char *reason)
 {
 	a->status = status;
 	a->json = json_object_new_object();
@@ -309,8 +309,7 @@ static int parse_schedule(struct json_object *o, uint32_t block_tokens,
 	return 0;
 }
 
-static void decision_json(const struct sched_decision *d,
-			  struct srv_answer *a)
+static void decision_json(const struct sched_decision *d, struct srv_answer *a)
 {
 	struct json_object *j = json_object_new_object();
 
@@ -347,9 +346,10 @@ static void decision_json(const struct sched_decision *d,
 static int schedule_locked(struct srv *srv, const struct sched_body *q,
 			   struct sched_decision *d)
 {
-	struct sched_req r = {.keys = q->keys, .nkeys = q->nkeys,
-			      .input_tokens = q->input,
-			      .output_tokens = q->output};
+	struct sched_req r = { .keys = q->keys,
+			       .nkeys = q->nkeys,
+			       .input_tokens = q->input,
+			       .output_tokens = q->output };
 	int rc;
 
 	if (!srv->s)
@@ -363,7 +363,7 @@ static int schedule_locked(struct srv *srv, const struct sched_body *q,
 static void h_schedule(struct srv *srv, struct json_object *o,
 		       struct srv_answer *a)
 {
-	struct sched_body q = {0};
+	struct sched_body q = { 0 };
 	struct sched_decision d;
 	const char *msg;
 	int rc;
@@ -429,7 +429,8 @@ static void h_complete(struct srv *srv, struct json_object *o,
 	}
 	if (json_object_object_get_ex(o, "phase", &ph))
 		phase = json_object_is_type(ph, json_type_string)
-				? json_object_get_string(ph) : "";
+				? json_object_get_string(ph)
+				: "";
 	if (strcmp(phase, "prefill") && strcmp(phase, "decode")) {
 		answer_error(a, ST_BAD, "phase: prefill or decode", NULL);
 		return;
@@ -478,11 +479,11 @@ static void h_metrics(struct srv *srv, struct json_object *o,
 }
 
 static const struct route routes[] = {
-	{"/v1/instances", "POST", h_instances},
-	{"/v1/schedule", "POST", h_schedule},
-	{"/v1/complete", "POST", h_complete},
-	{"/v1/stats", "GET", h_stats},
-	{"/metrics", "GET", h_metrics},
+	{ "/v1/instances", "POST", h_instances },
+	{ "/v1/schedule", "POST", h_schedule },
+	{ "/v1/complete", "POST", h_complete },
+	{ "/v1/stats", "GET", h_stats },
+	{ "/metrics", "GET", h_metrics },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -515,8 +516,7 @@ static void dispatch(struct srv *srv, const struct route *rt,
 /* ---- libmicrohttpd ------------------------------------------------------ */
 
 /* 0, or -EFBIG: the body goes past max_body and is dropped */
-static int body_add(struct body *b, const char *data, size_t len,
-		    size_t max)
+static int body_add(struct body *b, const char *data, size_t len, size_t max)
 {
 	if (b->too_big || len > max - b->len) {
 		b->too_big = true;
@@ -536,7 +536,7 @@ static int body_add(struct body *b, const char *data, size_t len,
 	}
 	memcpy(b->buf + b->len, data, len);
 	b->len += len;
-	b->buf[b->len] = 0;	/* for strspn after the JSON value */
+	b->buf[b->len] = 0; /* for strspn after the JSON value */
 	return 0;
 }
 
@@ -557,7 +557,7 @@ static enum MHD_Result respond(struct srv *srv, struct MHD_Connection *conn,
 			       struct body *b)
 {
 	const struct route *rt = route_find(url);
-	struct srv_answer a = {0};
+	struct srv_answer a = { 0 };
 	const char *allow = NULL;
 
 	if (!rt) {
@@ -602,8 +602,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	return respond(srv, conn, url, method, b);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-			 void **con_cls, enum MHD_RequestTerminationCode t)
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode t)
 {
 	struct body *b = *con_cls;
 
@@ -621,16 +621,13 @@ int srv_http_start(struct srv *srv, int fd, struct srv_http **out)
 	if (!h)
 		return -ENOMEM;
 	h->srv = srv;
-	h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
-					MHD_USE_INTERNAL_POLLING_THREAD,
-				0, NULL, NULL, on_request, srv,
-				MHD_OPTION_LISTEN_SOCKET, fd,
-				MHD_OPTION_CONNECTION_LIMIT,
-				(unsigned)SRV_MAX_HTTP_CONNS,
-				MHD_OPTION_CONNECTION_TIMEOUT,
-				(unsigned)HTTP_TIMEOUT_S,
-				MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-				NULL, MHD_OPTION_END);
+	h->d = MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+		0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_HTTP_CONNS,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+		MHD_OPTION_END);
 	if (!h->d) {
 		free(h);
 		return -EIO;

@@ -26,36 +26,36 @@
 #include "sched/sched.h"
 
 #define SRV_DEF_MAX_BODY (1u << 20)
-#define SRV_MAX_EV_CONNS 64	/* event streams at once; more are refused */
+#define SRV_MAX_EV_CONNS 64 /* event streams at once; more are refused */
 #define SRV_MAX_HTTP_CONNS 256
-#define SRV_MAX_KEYS 65536	/* blocks in one schedule request */
+#define SRV_MAX_KEYS 65536 /* blocks in one schedule request */
 
 struct srv_counters {
-	uint64_t requests;	/* schedule calls that reached a decision */
-	uint64_t completed;	/* complete, phase decode */
+	uint64_t requests;  /* schedule calls that reached a decision */
+	uint64_t completed; /* complete, phase decode */
 	uint64_t prefill_done;
-	uint64_t bad;		/* 4xx answers */
-	uint64_t ev_conns;	/* event streams accepted in all */
+	uint64_t bad;	   /* 4xx answers */
+	uint64_t ev_conns; /* event streams accepted in all */
 	uint64_t ev_frames;
 	uint64_t ev_records;
-	uint64_t ev_errors;	/* streams ended by a bad frame */
+	uint64_t ev_errors; /* streams ended by a bad frame */
 };
 
 struct srv {
 	pthread_mutex_t lock;
-	struct sched *s;			/* [lock] NULL: no instances */
-	struct sched_config cfg;		/* fixed after start */
-	const struct sched_policy_ops *pol;	/* fixed after start */
+	struct sched *s;		    /* [lock] NULL: no instances */
+	struct sched_config cfg;	    /* fixed after start */
+	const struct sched_policy_ops *pol; /* fixed after start */
 	uint64_t seed;
-	uint32_t nprefill, ndecode;		/* [lock] 0 until instances */
-	uint32_t *pf_node, *dc_node;		/* [lock] */
-	struct srv_counters c;			/* [lock] */
-	uint64_t start_ns;			/* CLOCK_MONOTONIC at start */
+	uint32_t nprefill, ndecode;  /* [lock] 0 until instances */
+	uint32_t *pf_node, *dc_node; /* [lock] */
+	struct srv_counters c;	     /* [lock] */
+	uint64_t start_ns;	     /* CLOCK_MONOTONIC at start */
 	size_t max_body;
 
 	/* the event listener (serve.c) */
-	int ev_fd;			/* -1: no --events */
-	int wake[2];			/* a byte on wake[1] stops it */
+	int ev_fd;   /* -1: no --events */
+	int wake[2]; /* a byte on wake[1] stops it */
 	pthread_t ev_thread;
 	bool ev_running;
 };

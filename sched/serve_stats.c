@@ -23,8 +23,8 @@ struct snap {
 	struct {
 		uint32_t node;
 		uint64_t node_blocks;
-		double queue;		/* prefill: est wait, s */
-		uint32_t batch;		/* decode: requests decoding */
+		double queue;	/* prefill: est wait, s */
+		uint32_t batch; /* decode: requests decoding */
 	} pf[SCHED_MAX_INSTANCES], dc[SCHED_MAX_INSTANCES];
 };
 
@@ -41,14 +41,14 @@ static void snap_locked(struct srv *srv, struct snap *sn)
 	sn->blocks = sched_blocks(srv->s);
 	for (uint32_t i = 0; i < sn->np; i++) {
 		sn->pf[i].node = srv->pf_node[i];
-		sn->pf[i].node_blocks = sched_node_blocks(srv->s,
-							  srv->pf_node[i]);
+		sn->pf[i].node_blocks =
+			sched_node_blocks(srv->s, srv->pf_node[i]);
 		sn->pf[i].queue = sched_prefill_queue(srv->s, i, sn->now);
 	}
 	for (uint32_t j = 0; j < sn->nd; j++) {
 		sn->dc[j].node = srv->dc_node[j];
-		sn->dc[j].node_blocks = sched_node_blocks(srv->s,
-							  srv->dc_node[j]);
+		sn->dc[j].node_blocks =
+			sched_node_blocks(srv->s, srv->dc_node[j]);
 		sn->dc[j].batch = sched_decode_batch(srv->s, j);
 	}
 }
@@ -83,10 +83,11 @@ static struct json_object *instances_json(const struct snap *sn, bool pf)
 		if (!e)
 			break;
 		add_u64(e, "node", pf ? sn->pf[i].node : sn->dc[i].node);
-		add_u64(e, "node_blocks", pf ? sn->pf[i].node_blocks
-					     : sn->dc[i].node_blocks);
+		add_u64(e, "node_blocks",
+			pf ? sn->pf[i].node_blocks : sn->dc[i].node_blocks);
 		if (pf)
-			json_object_object_add(e, "queue_s",
+			json_object_object_add(
+				e, "queue_s",
 				json_object_new_double(sn->pf[i].queue));
 		else
 			add_u64(e, "batch", sn->dc[i].batch);
@@ -144,8 +145,8 @@ void srv_stats_json(struct srv *srv, struct srv_answer *a)
 static void metric(FILE *f, const char *name, const char *type,
 		   const char *help)
 {
-	fprintf(f, "# HELP kvconductor_%s %s\n# TYPE kvconductor_%s %s\n",
-		name, help, name, type);
+	fprintf(f, "# HELP kvconductor_%s %s\n# TYPE kvconductor_%s %s\n", name,
+		help, name, type);
 }
 
 static void metrics_counters(FILE *f, const struct snap *sn)
@@ -158,8 +159,9 @@ static void metrics_counters(FILE *f, const struct snap *sn)
 		(unsigned long long)sn->load.accepted);
 	metric(f, "rejected_total", "counter",
 	       "Requests rejected early, by the SLO they would miss.");
-	fprintf(f, "kvconductor_rejected_total{reason=\"ttft\"} %llu\n"
-		   "kvconductor_rejected_total{reason=\"tbt\"} %llu\n",
+	fprintf(f,
+		"kvconductor_rejected_total{reason=\"ttft\"} %llu\n"
+		"kvconductor_rejected_total{reason=\"tbt\"} %llu\n",
 		(unsigned long long)sn->load.rejected_ttft,
 		(unsigned long long)sn->load.rejected_tbt);
 	metric(f, "completed_total", "counter", "Requests completed.");
@@ -191,14 +193,16 @@ static void metrics_gauges(FILE *f, const struct snap *sn)
 	metric(f, "prefill_queue_seconds", "gauge",
 	       "Estimated queue wait per prefill instance.");
 	for (uint32_t i = 0; i < sn->np; i++)
-		fprintf(f, "kvconductor_prefill_queue_seconds{instance=\"%u\","
-			   "node=\"%u\"} %.9g\n",
+		fprintf(f,
+			"kvconductor_prefill_queue_seconds{instance=\"%u\","
+			"node=\"%u\"} %.9g\n",
 			i, sn->pf[i].node, sn->pf[i].queue);
 	metric(f, "decode_batch", "gauge",
 	       "Requests decoding per decode instance.");
 	for (uint32_t j = 0; j < sn->nd; j++)
-		fprintf(f, "kvconductor_decode_batch{instance=\"%u\","
-			   "node=\"%u\"} %u\n",
+		fprintf(f,
+			"kvconductor_decode_batch{instance=\"%u\","
+			"node=\"%u\"} %u\n",
 			j, sn->dc[j].node, sn->dc[j].batch);
 }
 

@@ -119,7 +119,7 @@ int sched_tab_get(struct sched_tab *t, uint64_t key, uint64_t **val)
 			break;
 	}
 	if ((t->n + 1) * 2 > t->cap) {
-		uint64_t entry[9] = {mk};
+		uint64_t entry[9] = { mk };
 
 		rc = grow(t);
 		if (rc < 0)

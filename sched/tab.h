@@ -25,10 +25,10 @@
 #include <stdint.h>
 
 struct sched_tab {
-	uint64_t *slot;	/* cap * stride words */
-	size_t cap;	/* power of two */
-	size_t n;	/* keys held */
-	uint32_t width;	/* value words per key, 1..8 */
+	uint64_t *slot;	 /* cap * stride words */
+	size_t cap;	 /* power of two */
+	size_t n;	 /* keys held */
+	uint32_t width;	 /* value words per key, 1..8 */
 	uint32_t stride; /* 1 + width */
 };
 
@@ -72,8 +72,7 @@ static inline uint64_t *sched_tab_find_mixed(const struct sched_tab *t,
 	}
 }
 
-static inline uint64_t *sched_tab_find(const struct sched_tab *t,
-				       uint64_t key)
+static inline uint64_t *sched_tab_find(const struct sched_tab *t, uint64_t key)
 {
 	return sched_tab_find_mixed(t, sched_tab_mix(key));
 }

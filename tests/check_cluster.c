@@ -59,12 +59,12 @@ START_TEST(test_url_ok)
 	ck_assert_str_eq(ep, "http://[::1]:65535");
 	ck_assert_str_eq(name, "x");
 	/* several endpoints, tried in turn */
-	ck_assert_int_eq(
-	    kv_cluster_url_parse("etcd://10.0.0.1:2379,[::1]:2380,e-2.svc:1/p",
+	ck_assert_int_eq(kv_cluster_url_parse(
+				 "etcd://10.0.0.1:2379,[::1]:2380,e-2.svc:1/p",
 				 ep, sizeof(ep), name, sizeof(name)),
-	    0);
-	ck_assert_str_eq(ep,
-			 "http://10.0.0.1:2379,http://[::1]:2380,http://e-2.svc:1");
+			 0);
+	ck_assert_str_eq(
+		ep, "http://10.0.0.1:2379,http://[::1]:2380,http://e-2.svc:1");
 	ck_assert_str_eq(name, "p");
 }
 END_TEST
@@ -72,31 +72,31 @@ END_TEST
 START_TEST(test_url_bad)
 {
 	static const char *const bad[] = {
-	    "",
-	    "http://127.0.0.1:2379/x",
-	    "etcd://",
-	    "etcd://127.0.0.1/x", /* no port */
-	    "etcd://127.0.0.1:/x",
-	    "etcd://127.0.0.1:0/x",
-	    "etcd://127.0.0.1:65536/x",
-	    "etcd://127.0.0.1:99999999999999999999/x",
-	    "etcd://127.0.0.1:2379", /* no name */
-	    "etcd://127.0.0.1:2379/",
-	    "etcd://127.0.0.1:2379/a/b",
-	    "etcd://127.0.0.1:2379/x/",
-	    "etcd://127.0.0.1:2379/a b",
-	    "etcd://:2379/x",
-	    "etcd://user@host:2379/x",
-	    "etcd://[::1/x",
-	    "etcd://[]:1/x",
-	    "etcd://h:12ab/x",
-	    "etcd://h:1x/x",
-	    "etcd://h:1,/x", /* an empty endpoint */
-	    "etcd://,h:1/x",
-	    "etcd://h:1,,h:2/x",
-	    "etcd://h:1,h/x",
-	    "etcd://h:1;h:2/x",
-	    "etcd://a:1,b:1,c:1,d:1,e:1,f:1,g:1,h:1,i:1/x", /* 9 */
+		"",
+		"http://127.0.0.1:2379/x",
+		"etcd://",
+		"etcd://127.0.0.1/x", /* no port */
+		"etcd://127.0.0.1:/x",
+		"etcd://127.0.0.1:0/x",
+		"etcd://127.0.0.1:65536/x",
+		"etcd://127.0.0.1:99999999999999999999/x",
+		"etcd://127.0.0.1:2379", /* no name */
+		"etcd://127.0.0.1:2379/",
+		"etcd://127.0.0.1:2379/a/b",
+		"etcd://127.0.0.1:2379/x/",
+		"etcd://127.0.0.1:2379/a b",
+		"etcd://:2379/x",
+		"etcd://user@host:2379/x",
+		"etcd://[::1/x",
+		"etcd://[]:1/x",
+		"etcd://h:12ab/x",
+		"etcd://h:1x/x",
+		"etcd://h:1,/x", /* an empty endpoint */
+		"etcd://,h:1/x",
+		"etcd://h:1,,h:2/x",
+		"etcd://h:1,h/x",
+		"etcd://h:1;h:2/x",
+		"etcd://a:1,b:1,c:1,d:1,e:1,f:1,g:1,h:1,i:1/x", /* 9 */
 	};
 	char ep[300], name[64];
 
@@ -105,8 +105,8 @@ START_TEST(test_url_bad)
 						   sizeof(name)) == -EINVAL,
 			      "accepted '%s'", bad[i]);
 	ck_assert_int_eq(
-	    kv_cluster_url_parse(NULL, ep, sizeof(ep), name, sizeof(name)),
-	    -EINVAL);
+		kv_cluster_url_parse(NULL, ep, sizeof(ep), name, sizeof(name)),
+		-EINVAL);
 	/* results that do not fit */
 	ck_assert_int_eq(kv_cluster_url_parse("etcd://127.0.0.1:2379/prod", ep,
 					      10, name, sizeof(name)),
@@ -147,7 +147,7 @@ END_TEST
 /* a loopback port nobody listens on: bound, then closed */
 static int closed_port(void)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
 

@@ -38,7 +38,7 @@ static uint8_t H[8][KVFS_HASH_LEN]; /* a chain in "m": H[0..3] cached */
 
 static void msleep(unsigned ms)
 {
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 
 	nanosleep(&ts, NULL);
 }
@@ -57,7 +57,8 @@ static void setup(void)
 		tu_hash(H[i], i, 7);
 	for (uint32_t i = 0; i < 4; i++)
 		ck_assert_int_eq(
-		    tu_put_block(S, NS, H[i], i ? H[i - 1] : NULL, 100 + i), 0);
+			tu_put_block(S, NS, H[i], i ? H[i - 1] : NULL, 100 + i),
+			0);
 	ck_assert_int_eq(ctl_server_start(S, SOCK, 0600,
 					  "{\"pid\":1,\"mountpoint\":\"/x\"}",
 					  &SRV),
@@ -150,7 +151,7 @@ static void hex(const uint8_t h[KVFS_HASH_LEN], char out[65])
 /* a raw client, for what kvfs_ctl_call refuses to send */
 static int raw_connect(void)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	ck_assert_int_ge(fd, 0);
@@ -174,7 +175,7 @@ static void raw_send(int fd, const void *p, size_t len)
 static char *raw_line(int fd)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	char ch, *out;
 
 	for (;;) {
@@ -274,7 +275,7 @@ START_TEST(test_ns)
 		for (size_t i = 0; i < l->n; i++)
 			if (u64(&l->kid[i], "block_tokens") == 7)
 				pct = kvfs_json_str(
-				    kvfs_json_get(&l->kid[i], "name_pct"));
+					kvfs_json_get(&l->kid[i], "name_pct"));
 		ck_assert(pct);
 		ck_assert_str_eq(pct, "a%20b%22%5C%0A%FF%C3%BC~%25");
 		ck_assert_int_eq(kvfs_ctlp_pct_decode(pct, strlen(pct), dec,
@@ -340,9 +341,9 @@ START_TEST(test_ls_stat)
 		ck_assert_uint_le(bl->n, 2);
 		for (size_t i = 0; i < bl->n; i++) {
 			ck_assert_int_lt(n, 4);
-			snprintf(
-			    seen[n++], 65, "%s",
-			    kvfs_json_str(kvfs_json_get(&bl->kid[i], "hash")));
+			snprintf(seen[n++], 65, "%s",
+				 kvfs_json_str(
+					 kvfs_json_get(&bl->kid[i], "hash")));
 			ck_assert(kvfs_json_get(&bl->kid[i], "size"));
 		}
 		snprintf(cur, sizeof(cur), "%s",
@@ -412,25 +413,27 @@ START_TEST(test_lookup_match)
 
 	hits = stat_u64("hits");
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 6, 0, NULL), 4);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 6, 0, NULL), 4);
 	ck_assert_uint_eq(stat_u64("hits"), hits + 4);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H + 1, 3, 0, NULL), 3);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H + 1, 3, 0, NULL),
+		3);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H + 4, 3, 0, NULL), 0);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H + 4, 3, 0, NULL),
+		0);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 0, 0, NULL), 0);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 0, 0, NULL), 0);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "nope", (const uint8_t(*)[32])H, 1, 0, NULL),
-	    -ENOENT);
+		kvfs_ctl_match(C, "nope", (const uint8_t(*)[32])H, 1, 0, NULL),
+		-ENOENT);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "a/b", (const uint8_t(*)[32])H, 1, 0, NULL),
-	    -EINVAL);
+		kvfs_ctl_match(C, "a/b", (const uint8_t(*)[32])H, 1, 0, NULL),
+		-EINVAL);
 	ck_assert_uint_eq(stat_u64("pinned"), 0);
 
-	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 8, 60000, &lease),
-	    4);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 8,
+					60000, &lease),
+			 4);
 	ck_assert_uint_ne(lease, 0);
 	ck_assert_uint_eq(stat_u64("pinned"), 4);
 	ck_assert_uint_eq(stat_u64("leases"), 1);
@@ -459,7 +462,7 @@ START_TEST(test_lookup_match)
 	kvfs_json_free(call_ok(C, req));
 	call_err(C, req, ENOENT);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 4, 0, NULL), 3);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 4, 0, NULL), 3);
 	call_err(C, "evict m", EINVAL);
 	call_err(C, "unpin 0", EINVAL);
 	call_err(C, "unpin", EINVAL);
@@ -488,12 +491,12 @@ START_TEST(test_lease_scope)
 	int i;
 
 	ck_assert_int_eq(kvfs_ctl_connect(SOCK, &c2, err, sizeof(err)), 0);
-	ck_assert_int_eq(
-	    kvfs_ctl_match(c2, "m", (const uint8_t(*)[32])H, 2, 600000, &lease),
-	    2);
-	ck_assert_int_eq(
-	    kvfs_ctl_match(c2, "m", (const uint8_t(*)[32])H, 1, 600000, &lease),
-	    1);
+	ck_assert_int_eq(kvfs_ctl_match(c2, "m", (const uint8_t(*)[32])H, 2,
+					600000, &lease),
+			 2);
+	ck_assert_int_eq(kvfs_ctl_match(c2, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 1);
 	hex(H[0], h0);
 	snprintf(req, sizeof(req), "pin m 600000 %s", h0);
 	j = call_ok(c2, req);
@@ -515,9 +518,9 @@ START_TEST(test_lease_scope)
 	ck_assert_uint_eq(stat_u64("pinned"), 0);
 
 	/* an unpinned match lease is forgotten, so close has nothing left */
-	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1, 600000, &lease),
-	    1);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 1);
 	ck_assert_int_eq(kvfs_ctl_unpin(C, lease), 0);
 	j = call_ok(C, "status");
 	ck_assert_uint_eq(u64(kvfs_json_get(j, "ctl"), "conn_leases"), 0);
@@ -540,9 +543,9 @@ START_TEST(test_conn_lease_cap)
 				 1);
 		first = first ? first : lease;
 	}
-	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1, 600000, &lease),
-	    -EAGAIN);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 -EAGAIN);
 	/* a detached pin does not count against the connection */
 	hex(H[0], h0);
 	snprintf(req, sizeof(req), "pin m 1000 %s", h0);
@@ -550,9 +553,9 @@ START_TEST(test_conn_lease_cap)
 	ck_assert_uint_ne(u64(j, "lease"), 0);
 	kvfs_json_free(j);
 	ck_assert_int_eq(kvfs_ctl_unpin(C, first), 0);
-	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1, 600000, &lease),
-	    1);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 1);
 
 	ck_assert_int_eq(kvfs_ctl_connect(SOCK, &c2, err, sizeof(err)), 0);
 	for (int i = 0; i < CTL_CONN_LEASES_MAX; i++)
@@ -561,9 +564,9 @@ START_TEST(test_conn_lease_cap)
 						i < 10 ? 50 : 600000, &lease),
 				 1);
 	msleep(100);
-	ck_assert_int_eq(
-	    kvfs_ctl_match(c2, "m", (const uint8_t(*)[32])H, 1, 600000, &lease),
-	    1);
+	ck_assert_int_eq(kvfs_ctl_match(c2, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 1);
 	kvfs_ctl_close(c2);
 	kvfs_ctl_close(C);
 	C = NULL;
@@ -579,9 +582,9 @@ START_TEST(test_stop_releases)
 	uint64_t lease;
 	struct stat sb;
 
-	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 4, 600000, &lease),
-	    4);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 4,
+					600000, &lease),
+			 4);
 	ctl_server_stop(SRV);
 	SRV = NULL;
 	ck_assert_int_eq(stat(SOCK, &sb), -1);
@@ -604,39 +607,40 @@ START_TEST(test_malformed)
 		const char *req;
 		int err;
 	} cases[] = {
-	    {"frob", ENOSYS},
-	    {"STATUS", ENOSYS},
-	    {"ns", ENOSYS},
-	    {"ns frob", ENOSYS},
-	    {"status x", EINVAL},
-	    {" status", EINVAL},
-	    {"status ", EINVAL},
-	    {"ls  m", EINVAL},
-	    {"ls", EINVAL},
-	    {"stat m", EINVAL},
-	    {"stat m zz", EINVAL},
-	    {"stat m 0123456789abcdef0123456789abcdef0123456789abcdef01234"
-	     "56789ABCDEF",
-	     EINVAL},
-	    {"stat m 0123456789abcdef0123456789abcdef0123456789abcdef01234"
-	     "56789abcde",
-	     EINVAL},
-	    {"stat m 0123456789abcdef0123456789abcdef0123456789abcdef01234"
-	     "56789abcdef0",
-	     EINVAL},
-	    {"lookup m g123456789abcdef0123456789abcdef0123456789abcdef01234"
-	     "56789abcde",
-	     EINVAL},
-	    {"lookup", EINVAL},
-	    {"match m", EINVAL},
-	    {"match m x", EINVAL},
-	    {"match m 99999999999", EINVAL},
-	    {"pin m -5", EINVAL},
-	    {"evict nope 0123456789abcdef0123456789abcdef0123456789abcdef0"
-	     "123456789abcdef",
-	     ENOENT},
-	    {"\xff\xfe", ENOSYS},
-	    {"ns create \xc3\xa4 4", 0}, /* raw non-ASCII is taken */
+		{ "frob", ENOSYS },
+		{ "STATUS", ENOSYS },
+		{ "ns", ENOSYS },
+		{ "ns frob", ENOSYS },
+		{ "status x", EINVAL },
+		{ " status", EINVAL },
+		{ "status ", EINVAL },
+		{ "ls  m", EINVAL },
+		{ "ls", EINVAL },
+		{ "stat m", EINVAL },
+		{ "stat m zz", EINVAL },
+		{ "stat m 0123456789abcdef0123456789abcdef0123456789abcdef01234"
+		  "56789ABCDEF",
+		  EINVAL },
+		{ "stat m 0123456789abcdef0123456789abcdef0123456789abcdef01234"
+		  "56789abcde",
+		  EINVAL },
+		{ "stat m 0123456789abcdef0123456789abcdef0123456789abcdef01234"
+		  "56789abcdef0",
+		  EINVAL },
+		{ "lookup m "
+		  "g123456789abcdef0123456789abcdef0123456789abcdef01234"
+		  "56789abcde",
+		  EINVAL },
+		{ "lookup", EINVAL },
+		{ "match m", EINVAL },
+		{ "match m x", EINVAL },
+		{ "match m 99999999999", EINVAL },
+		{ "pin m -5", EINVAL },
+		{ "evict nope 0123456789abcdef0123456789abcdef0123456789abcdef0"
+		  "123456789abcdef",
+		  ENOENT },
+		{ "\xff\xfe", ENOSYS },
+		{ "ns create \xc3\xa4 4", 0 }, /* raw non-ASCII is taken */
 	};
 	struct kvfs_json *j;
 
@@ -706,7 +710,7 @@ START_TEST(test_malformed_raw)
 	ck_assert_ptr_null(raw_line(fd));
 	close(fd);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1, 0, NULL), 1);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1, 0, NULL), 1);
 }
 END_TEST
 
@@ -725,7 +729,7 @@ START_TEST(test_overlong)
 		size_t off = 0;
 
 		while (off < len) {
-			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 			ssize_t n;
 
 			if (poll(&pfd, 1, 5000) != 1 || (pfd.revents & POLLHUP))
@@ -770,13 +774,13 @@ START_TEST(test_many_hashes)
 		tu_hash(h[i], (uint32_t)i, 99);
 	memcpy(h, H, 4 * KVFS_HASH_LEN);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])h, n, 0, NULL), 4);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])h, n, 0, NULL), 4);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])h, n,
+					1000, &lease),
+			 4);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])h, n, 1000, &lease),
-	    4);
-	ck_assert_int_eq(
-	    kvfs_ctl_match(C, "m", (const uint8_t(*)[32])h, n + 1, 0, NULL),
-	    -E2BIG);
+		kvfs_ctl_match(C, "m", (const uint8_t(*)[32])h, n + 1, 0, NULL),
+		-E2BIG);
 	/* the server's own count limit, in a line that still fits */
 	kvfs_buf_puts(&b, "lookup m");
 	for (size_t i = 0; i < n + 1; i++)
@@ -910,7 +914,7 @@ START_TEST(test_concurrent)
 
 	for (int i = 0; i < NTHREADS; i++)
 		ck_assert_int_eq(
-		    pthread_create(&t[i], NULL, client_thread, NULL), 0);
+			pthread_create(&t[i], NULL, client_thread, NULL), 0);
 	for (int i = 0; i < NTHREADS; i++) {
 		ck_assert_int_eq(pthread_join(t[i], &r), 0);
 		ck_assert_int_eq((long)r, NREQ);
@@ -965,7 +969,7 @@ START_TEST(test_bind_rules)
 {
 	char path[sizeof(SOCK) + 100], err[256];
 	struct ctl_server *s2 = NULL;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct kvfs_ctl *c;
 	struct stat sb;
 	int fd;
@@ -988,14 +992,14 @@ START_TEST(test_bind_rules)
 	ck_assert_int_eq(kvfs_ctl_connect(path, &c, err, sizeof(err)),
 			 -ECONNREFUSED);
 	ck_assert_msg(strstr(err, "no kvfs daemon at") &&
-			  strstr(err, "connection refused"),
+			      strstr(err, "connection refused"),
 		      "%s", err);
 	ck_assert_int_eq(ctl_server_start(S, path, 0660, "{}", &s2), 0);
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_uint_eq(sb.st_mode & 0777, 0660);
 	ck_assert_int_eq(kvfs_ctl_connect(path, &c, err, sizeof(err)), 0);
 	ck_assert_int_eq(
-	    kvfs_ctl_match(c, "m", (const uint8_t(*)[32])H, 2, 0, NULL), 2);
+		kvfs_ctl_match(c, "m", (const uint8_t(*)[32])H, 2, 0, NULL), 2);
 	kvfs_ctl_close(c);
 	ctl_server_stop(s2);
 	ck_assert_int_eq(stat(path, &sb), -1);
@@ -1031,7 +1035,7 @@ START_TEST(test_connect_errors)
 	snprintf(path, sizeof(path), "%s/absent.sock", tu_root);
 	ck_assert_int_eq(kvfs_ctl_connect(path, &c, err, sizeof(err)), -ENOENT);
 	ck_assert_msg(strstr(err, "no kvfs daemon at") &&
-			  strstr(err, "no such file"),
+			      strstr(err, "no such file"),
 		      "%s", err);
 	/* a directory that is no kvfs mount */
 	ck_assert_int_eq(kvfs_ctl_connect(tu_root, &c, err, sizeof(err)),
@@ -1066,13 +1070,14 @@ START_TEST(test_render)
 		double hr = -1;
 
 		ck_assert_int_eq(
-		    kvfs_json_double(kvfs_json_get(j, "hit_rate"), &hr), 0);
+			kvfs_json_double(kvfs_json_get(j, "hit_rate"), &hr), 0);
 		ck_assert(hr > 0.49 && hr < 0.51);
 	}
 	ck_assert_uint_eq(kvfs_json_get(j, "namespaces")->n, 2);
-	ck_assert_str_eq(kvfs_json_str(kvfs_json_get(
-			     &kvfs_json_get(j, "namespaces")->kid[1], "name")),
-			 "q\"\\\nz\xef\xbf\xbd");
+	ck_assert_str_eq(
+		kvfs_json_str(kvfs_json_get(
+			&kvfs_json_get(j, "namespaces")->kid[1], "name")),
+		"q\"\\\nz\xef\xbf\xbd");
 	kvfs_json_free(j);
 	free(text);
 
@@ -1084,12 +1089,12 @@ START_TEST(test_render)
 	ck_assert_ptr_nonnull(strstr(text, "kvfs_pool_slots 32\n"));
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE kvfs_blocks gauge\n"));
 	ck_assert_ptr_nonnull(
-	    strstr(text, "kvfs_namespace_hits_total{namespace=\"m\"} 1\n"));
+		strstr(text, "kvfs_namespace_hits_total{namespace=\"m\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(
+		text, "kvfs_namespace_block_tokens{namespace=\"m\"} 16\n"));
 	ck_assert_ptr_nonnull(
-	    strstr(text, "kvfs_namespace_block_tokens{namespace=\"m\"} 16\n"));
-	ck_assert_ptr_nonnull(
-	    strstr(text, "kvfs_namespace_blocks{namespace=\"q\\\"\\\\\\nz"
-			 "\xef\xbf\xbd\"} 0\n"));
+		strstr(text, "kvfs_namespace_blocks{namespace=\"q\\\"\\\\\\nz"
+			     "\xef\xbf\xbd\"} 0\n"));
 	/* every line is a comment or "name{labels} value"; no raw newline
 	 * inside a label */
 	for (char *p = text; *p; p = strchr(p, '\n') + 1) {
@@ -1104,20 +1109,20 @@ END_TEST
 START_TEST(test_json_codec)
 {
 	static const char *bad[] = {
-	    "",	   "{",	    "[1,]",	"{\"a\":1,}",  "01",
-	    "1.",  "-",	    "\"\\x\"",	"\"\\ud800\"", "\"a\x01\"",
-	    "tru", "[1] 2", "\"\xff\"", "{1:2}",       "nul",
+		"",    "{",	"[1,]",	    "{\"a\":1,}",  "01",
+		"1.",  "-",	"\"\\x\"",  "\"\\ud800\"", "\"a\x01\"",
+		"tru", "[1] 2", "\"\xff\"", "{1:2}",	   "nul",
 	};
 	static const char good[] =
-	    "{\"a\":[1,\"\\u00fc\\ud83d\\ude00\",true,null,-1.5e3],"
-	    "\"b\":18446744073709551615}";
+		"{\"a\":[1,\"\\u00fc\\ud83d\\ude00\",true,null,-1.5e3],"
+		"\"b\":18446744073709551615}";
 	struct kvfs_json *j;
 	char deep[100];
 	uint64_t v;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(kvfs_json_parse(bad[i], strlen(bad[i]), &j) ==
-				  -EINVAL,
+				      -EINVAL,
 			      "parsed %s", bad[i]);
 	memset(deep, '[', sizeof(deep));
 	ck_assert_int_eq(kvfs_json_parse(deep, sizeof(deep), &j), -EINVAL);
@@ -1186,8 +1191,9 @@ static long fake_prefetch(void *arg, const char *node, const char *ns,
 	return k;
 }
 
-static const struct ctl_cluster_ops FAKE = {
-    .sealed = fake_sealed, .nodes = fake_nodes, .prefetch = fake_prefetch};
+static const struct ctl_cluster_ops FAKE = { .sealed = fake_sealed,
+					     .nodes = fake_nodes,
+					     .prefetch = fake_prefetch };
 
 static void fake_hold(bool hold)
 {
@@ -1243,7 +1249,7 @@ START_TEST(test_prefetch_job)
 	kvfs_json_free(call_ok(C, "status"));
 	kvfs_json_free(call_ok(C, "nodes"));
 	/* ... and its own connection is answered in order, when it ends */
-	pfd = (struct pollfd){.fd = a, .events = POLLIN};
+	pfd = (struct pollfd){ .fd = a, .events = POLLIN };
 	ck_assert_int_eq(poll(&pfd, 1, 50), 0);
 	fake_hold(false);
 	line = raw_line(a);

@@ -73,10 +73,10 @@ static void rm_store(const struct tu_paths *p)
 static int open_store(const struct tu_paths *p, struct kv_store **st)
 {
 	struct kv_store_config cfg = {
-	    .pool_path = p->pool,
-	    .index_dir = p->index,
-	    .slot_size = SLOT,
-	    .nslots = NSLOTS,
+		.pool_path = p->pool,
+		.index_dir = p->index,
+		.slot_size = SLOT,
+		.nslots = NSLOTS,
 	};
 
 	return kv_store_open(&cfg, st);
@@ -107,7 +107,7 @@ static int check_ns(const char *name, uint32_t id, uint32_t bt,
 static uint64_t check_store(struct kv_store *st, int n)
 {
 	struct kv_store_stats ss;
-	uint32_t ids[65] = {0};
+	uint32_t ids[65] = { 0 };
 	uint64_t seen = 0;
 
 	kv_store_lease_sweep(st);
@@ -211,7 +211,7 @@ static void store_scenario(struct run *r, const struct tu_paths *p,
 	uint8_t h[NCHAIN + NSLOTS][KVFS_HASH_LEN], eh[KVFS_HASH_LEN];
 	uint8_t q[65][KVFS_HASH_LEN];
 	struct kv_block_info bi;
-	struct kv_pool_geom g = {.slot_size = SLOT, .nslots = NSLOTS};
+	struct kv_pool_geom g = { .slot_size = SLOT, .nslots = NSLOTS };
 	struct kv_pool *pool;
 	struct kv_ref ref;
 	uint32_t a = 0, b = 0, wh, bad_slot = UINT32_MAX;
@@ -300,7 +300,7 @@ static void store_loop(bool persist)
 	int n;
 
 	for (n = 1; n <= N_MAX && kvfs_mono_ns() - t0 < BUDGET_NS; n++) {
-		struct run r = {.n = n};
+		struct run r = { .n = n };
 		struct tu_paths p;
 		struct kv_store *st = NULL;
 		unsigned long hit;
@@ -450,9 +450,9 @@ static void fake_sealed(void *arg, const char *ns, const uint8_t *hash)
 }
 
 static const struct ctl_cluster_ops fake_cluster = {
-    .sealed = fake_sealed,
-    .nodes = fake_nodes,
-    .prefetch = fake_prefetch,
+	.sealed = fake_sealed,
+	.nodes = fake_nodes,
+	.prefetch = fake_prefetch,
 };
 
 /* the requests of ctlproto.h that allocate, on one connection */
@@ -548,7 +548,8 @@ static void ctl_reset(struct kv_store *st, uint32_t ns,
 		rc = kv_store_stat(st, ns, h[i], &bi);
 		if (i < 4 && rc == -ENOENT)
 			ck_assert_int_eq(
-			    put_block(st, ns, h[i], i ? h[i - 1] : NULL), 0);
+				put_block(st, ns, h[i], i ? h[i - 1] : NULL),
+				0);
 		else if (i >= 4 && rc == 0)
 			ck_assert_int_eq(kv_store_remove(st, ns, h[i]), 0);
 	}
@@ -581,8 +582,8 @@ static void ctl_loop(bool persist)
 	ck_assert_int_eq(kv_store_ns_create(st, "a", 16, &ns), 0);
 	ctl_reset(st, ns, h);
 	for (n = 1; n <= N_MAX && kvfs_mono_ns() - t0 < BUDGET_NS; n++) {
-		struct run r = {.n = n};
-		struct cli k = {.r = &r};
+		struct run r = { .n = n };
+		struct cli k = { .r = &r };
 		struct ctl_server *srv = NULL;
 		struct kv_store_stats ss;
 		struct kvfs_ctl *c2;
@@ -611,7 +612,8 @@ static void ctl_loop(bool persist)
 		/* the server still answers a new client */
 		if (!srv)
 			ck_assert_int_eq(
-			    ctl_server_start(st, sock, 0600, "{}", &srv), 0);
+				ctl_server_start(st, sock, 0600, "{}", &srv),
+				0);
 		ck_assert_int_eq(kvfs_ctl_connect(sock, &c2, err, sizeof(err)),
 				 0);
 		ck_assert_int_eq(kvfs_ctl_call(c2, "status", &resp), 0);
@@ -624,7 +626,7 @@ static void ctl_loop(bool persist)
 		 * the pin's, when its unpin did not get through */
 		ck_assert_int_eq(kv_store_stats(st, &ss), 0);
 		if (ss.leases)
-			nanosleep(&(struct timespec){0, 25000000}, NULL);
+			nanosleep(&(struct timespec){ 0, 25000000 }, NULL);
 		check_store(st, n);
 		ctl_reset(st, ns, h);
 		if (!hit || n % REOPEN_EVERY == 0)

@@ -115,21 +115,22 @@ static void holds(struct kvfs *k, unsigned t, unsigned i, size_t len,
 /* every call, with arguments that are wrong anyway */
 START_TEST(no_gpu_any_arguments)
 {
-	struct kvfs_gpu_block b = {0};
+	struct kvfs_gpu_block b = { 0 };
 	struct kvfs_copy *cp = NULL;
-	uint8_t h[KVFS_HASH_LEN] = {0};
+	uint8_t h[KVFS_HASH_LEN] = { 0 };
 
 	ck_assert_int_eq(kvfs_gpu_register(NULL), want_err);
 	ck_assert_int_eq(
-	    kvfs_copy_to_device(NULL, NULL, h, NULL, 0, NULL, NULL, &cp),
-	    want_err);
+		kvfs_copy_to_device(NULL, NULL, h, NULL, 0, NULL, NULL, &cp),
+		want_err);
 	ck_assert_int_eq(
-	    kvfs_copy_from_device(NULL, NS, h, NULL, NULL, 16, NULL, &cp),
-	    want_err);
+		kvfs_copy_from_device(NULL, NS, h, NULL, NULL, 16, NULL, &cp),
+		want_err);
 	ck_assert_int_eq(kvfs_copy_to_device_batch(NULL, NS, &b, 0, NULL, NULL),
 			 want_err);
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(NULL, NS, &b, 1, NULL, &cp), want_err);
+		kvfs_copy_from_device_batch(NULL, NS, &b, 1, NULL, &cp),
+		want_err);
 	ck_assert_int_eq(kvfs_copy_wait(NULL), want_err);
 	ck_assert_int_eq(kvfs_copy_poll(NULL), want_err);
 	ck_assert_ptr_null(cp);
@@ -150,19 +151,20 @@ START_TEST(no_gpu_on_a_mount)
 	name(h, 1, 0);
 	name(h2, 1, 1);
 	ck_assert_int_eq(kvfs_gpu_register(k), want_err);
-	ck_assert_int_eq(
-	    kvfs_copy_to_device(k, NS, h, dev, sizeof(dev), &len, NULL, &cp),
-	    want_err);
+	ck_assert_int_eq(kvfs_copy_to_device(k, NS, h, dev, sizeof(dev), &len,
+					     NULL, &cp),
+			 want_err);
 	ck_assert_uint_eq(len, 7);
-	ck_assert_int_eq(
-	    kvfs_copy_from_device(k, NS, h2, h, dev, sizeof(dev), NULL, &cp),
-	    want_err);
-	b[0] = (struct kvfs_gpu_block){.hash = h, .dev = dev, .len = 64};
-	b[1] = (struct kvfs_gpu_block){.hash = h2, .dev = dev, .len = 64};
+	ck_assert_int_eq(kvfs_copy_from_device(k, NS, h2, h, dev, sizeof(dev),
+					       NULL, &cp),
+			 want_err);
+	b[0] = (struct kvfs_gpu_block){ .hash = h, .dev = dev, .len = 64 };
+	b[1] = (struct kvfs_gpu_block){ .hash = h2, .dev = dev, .len = 64 };
 	ck_assert_int_eq(kvfs_copy_to_device_batch(k, NS, b, 1, NULL, &cp),
 			 want_err);
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(k, NS, b + 1, 1, NULL, &cp), want_err);
+		kvfs_copy_from_device_batch(k, NS, b + 1, 1, NULL, &cp),
+		want_err);
 	ck_assert_ptr_null(cp);
 	ck_assert_int_eq(b[0].len, 64);
 	ck_assert_int_eq(refs(1, 0), 0);
@@ -177,21 +179,23 @@ END_TEST
 
 START_TEST(bad_arguments)
 {
-	struct kvfs_gpu_block b = {0};
+	struct kvfs_gpu_block b = { 0 };
 	struct kvfs_copy *cp = NULL;
-	uint8_t h[KVFS_HASH_LEN] = {0};
+	uint8_t h[KVFS_HASH_LEN] = { 0 };
 	char dev[8];
 
 	ck_assert_int_eq(kvfs_gpu_register(NULL), -EINVAL);
 	ck_assert_int_eq(
-	    kvfs_copy_to_device(NULL, NS, h, dev, 8, NULL, NULL, &cp), -EINVAL);
+		kvfs_copy_to_device(NULL, NS, h, dev, 8, NULL, NULL, &cp),
+		-EINVAL);
 	ck_assert_int_eq(
-	    kvfs_copy_from_device(NULL, NS, h, NULL, dev, 8, NULL, &cp),
-	    -EINVAL);
+		kvfs_copy_from_device(NULL, NS, h, NULL, dev, 8, NULL, &cp),
+		-EINVAL);
 	ck_assert_int_eq(kvfs_copy_to_device_batch(NULL, NS, &b, 1, NULL, &cp),
 			 -EINVAL);
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(NULL, NS, &b, 1, NULL, &cp), -EINVAL);
+		kvfs_copy_from_device_batch(NULL, NS, &b, 1, NULL, &cp),
+		-EINVAL);
 	ck_assert_int_eq(kvfs_copy_wait(NULL), -EINVAL);
 	ck_assert_int_eq(kvfs_copy_poll(NULL), -EINVAL);
 	ck_assert_ptr_null(cp);
@@ -253,7 +257,8 @@ START_TEST(round_trip)
 
 	/* and back, as a new block after h in the chain */
 	ck_assert_int_eq(
-	    kvfs_copy_from_device(e.k, NS, h2, h, e.dev, sz, e.stream, &cp), 0);
+		kvfs_copy_from_device(e.k, NS, h2, h, e.dev, sz, e.stream, &cp),
+		0);
 	do
 		rc = kvfs_copy_poll(cp);
 	while (rc == -EAGAIN);
@@ -280,13 +285,13 @@ START_TEST(batch_of_32)
 		name(h[i], 3, i);
 		name(h2[i], 4, i);
 		b[i] = (struct kvfs_gpu_block){
-		    .hash = h[i],
-		    .dev = (uint8_t *)e.dev + (size_t)i * SLOT_SIZE,
-		    .len = SLOT_SIZE,
+			.hash = h[i],
+			.dev = (uint8_t *)e.dev + (size_t)i * SLOT_SIZE,
+			.len = SLOT_SIZE,
 		};
 	}
 	ck_assert_int_eq(
-	    kvfs_copy_to_device_batch(e.k, NS, b, BATCH, e.stream, &cp), 0);
+		kvfs_copy_to_device_batch(e.k, NS, b, BATCH, e.stream, &cp), 0);
 	/* held while in flight (and until waited for, done or not) */
 	for (unsigned i = 0; i < BATCH; i++) {
 		ck_assert_uint_eq(b[i].len, sz + i);
@@ -302,7 +307,8 @@ START_TEST(batch_of_32)
 		b[i].parent = i ? h2[i - 1] : NULL;
 	}
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(e.k, NS, b, BATCH, e.stream, &cp), 0);
+		kvfs_copy_from_device_batch(e.k, NS, b, BATCH, e.stream, &cp),
+		0);
 	ck_assert_int_eq(kvfs_copy_wait(cp), 0);
 	for (unsigned i = 0; i < BATCH; i++) {
 		holds(e.k, 4, i, sz + i, 3 * 64 + i);
@@ -324,23 +330,25 @@ START_TEST(batch_all_or_nothing)
 	for (unsigned i = 0; i < 3; i++) {
 		name(h[i], 5, i);
 		b[i] = (struct kvfs_gpu_block){
-		    .hash = h[i],
-		    .dev = (uint8_t *)e.dev + (size_t)i * SLOT_SIZE,
-		    .len = SLOT_SIZE,
+			.hash = h[i],
+			.dev = (uint8_t *)e.dev + (size_t)i * SLOT_SIZE,
+			.len = SLOT_SIZE,
 		};
 	}
 	put(e.k, 5, 0, 100);
 	put(e.k, 5, 1, 100);
 	/* the last is not cached */
 	ck_assert_int_eq(
-	    kvfs_copy_to_device_batch(e.k, NS, b, 3, e.stream, &cp), -ENOENT);
+		kvfs_copy_to_device_batch(e.k, NS, b, 3, e.stream, &cp),
+		-ENOENT);
 	ck_assert_ptr_null(cp);
 	ck_assert_int_eq(refs(5, 0), 0);
 	ck_assert_int_eq(refs(5, 1), 0);
 	/* too little room */
 	b[1].len = 99;
 	ck_assert_int_eq(
-	    kvfs_copy_to_device_batch(e.k, NS, b, 2, e.stream, &cp), -EFBIG);
+		kvfs_copy_to_device_batch(e.k, NS, b, 2, e.stream, &cp),
+		-EFBIG);
 	ck_assert_int_eq(b[0].len, SLOT_SIZE); /* not written on failure */
 	ck_assert_int_eq(refs(5, 0), 0);
 	ck_assert_int_eq(refs(5, 1), 0);
@@ -349,9 +357,10 @@ START_TEST(batch_all_or_nothing)
 	b[1].hash = h[1];
 	b[0].len = b[1].len = 100;
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(e.k, NS, b, 2, e.stream, &cp), -EEXIST);
+		kvfs_copy_from_device_batch(e.k, NS, b, 2, e.stream, &cp),
+		-EEXIST);
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(e.k, NS, b, 1, e.stream, &cp), 0);
+		kvfs_copy_from_device_batch(e.k, NS, b, 1, e.stream, &cp), 0);
 	ck_assert_int_eq(kvfs_copy_wait(cp), 0);
 	ck_assert_int_eq(refs(5, 2), 0);
 	/* more than a slot holds */
@@ -359,10 +368,11 @@ START_TEST(batch_all_or_nothing)
 	b[0].hash = hx;
 	b[0].len = SLOT_SIZE + 1;
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(e.k, NS, b, 1, e.stream, &cp), -EFBIG);
+		kvfs_copy_from_device_batch(e.k, NS, b, 1, e.stream, &cp),
+		-EFBIG);
 	b[0].len = 10;
 	ck_assert_int_eq(
-	    kvfs_copy_from_device_batch(e.k, NS, b, 1, e.stream, &cp), 0);
+		kvfs_copy_from_device_batch(e.k, NS, b, 1, e.stream, &cp), 0);
 	ck_assert_int_eq(kvfs_copy_wait(cp), 0);
 	env_close(&e);
 }

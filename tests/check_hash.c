@@ -42,7 +42,7 @@
 #define LE_0 "5734d26eac9f9ad40a539e64aed9dd761224763cb6ed7515726b362cedfee53b"
 #define LE_1 "b39595b3de6d523060e6bc41c73835bd3b5dc6999504e9e875f0215921976c05"
 
-static const uint32_t ex_tok[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+static const uint32_t ex_tok[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
 
 static void ck_hash_hex(const uint8_t h[KVFS_HASH_LEN], const char *want)
 {
@@ -74,8 +74,8 @@ END_TEST
 
 START_TEST(test_ns_invalid)
 {
-	static const char *const bad[] = {"",  "/",  "a/b",   "ab/",
-					  ".", "..", ".kvfs", ".x"};
+	static const char *const bad[] = { "",	"/",  "a/b",   "ab/",
+					   ".", "..", ".kvfs", ".x" };
 
 	ck_assert_int_eq(kvfs_ns_valid(NULL), -EINVAL);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -132,7 +132,7 @@ END_TEST
 
 START_TEST(test_chain_b1)
 {
-	static const uint32_t tok[] = {0, 1, 2};
+	static const uint32_t tok[] = { 0, 1, 2 };
 	uint8_t out[3][KVFS_HASH_LEN];
 
 	ck_assert_int_eq(kvfs_hash_chain("m", 1, tok, 3, out, 3), 3);
@@ -144,7 +144,7 @@ END_TEST
 
 START_TEST(test_chain_unicode_ns)
 {
-	static const uint32_t tok[] = {100, 200, 300, 400};
+	static const uint32_t tok[] = { 100, 200, 300, 400 };
 	uint8_t out[2][KVFS_HASH_LEN];
 
 	ck_assert_int_eq(kvfs_hash_chain(NS_UNI, 2, tok, 4, out, 2), 2);
@@ -156,8 +156,8 @@ END_TEST
 /* pins u32le: a big-endian or 64-bit encoding gives other names */
 START_TEST(test_chain_little_endian)
 {
-	static const uint32_t tok[] = {4294967295u, 0, 0x01020304u,
-				       0x80000000u};
+	static const uint32_t tok[] = { 4294967295u, 0, 0x01020304u,
+					0x80000000u };
 	uint8_t out[2][KVFS_HASH_LEN];
 
 	ck_assert_int_eq(kvfs_hash_chain("test", 2, tok, 4, out, 2), 2);
@@ -202,9 +202,9 @@ START_TEST(test_chain_bad)
 	ck_assert_int_eq(kvfs_hash_chain("a/b", 4, ex_tok, 8, out, 2), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_chain(".x", 4, ex_tok, 8, out, 2), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_chain("ns", 0, ex_tok, 8, out, 2), -EINVAL);
-	ck_assert_int_eq(
-	    kvfs_hash_chain("ns", KVFS_BLOCK_TOKENS_MAX + 1, ex_tok, 8, out, 2),
-	    -EINVAL);
+	ck_assert_int_eq(kvfs_hash_chain("ns", KVFS_BLOCK_TOKENS_MAX + 1,
+					 ex_tok, 8, out, 2),
+			 -EINVAL);
 	ck_assert_int_eq(kvfs_hash_chain("ns", 4, NULL, 8, out, 2), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_chain("ns", 4, ex_tok, 8, NULL, 2), -EINVAL);
 }
@@ -259,14 +259,15 @@ END_TEST
 
 START_TEST(test_next_bad)
 {
-	uint8_t h[KVFS_HASH_LEN] = {0};
+	uint8_t h[KVFS_HASH_LEN] = { 0 };
 
 	ck_assert_int_eq(kvfs_hash_next(NULL, ex_tok, 4, h), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_next(h, NULL, 4, h), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_next(h, ex_tok, 4, NULL), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_next(h, ex_tok, 0, h), -EINVAL);
 	ck_assert_int_eq(
-	    kvfs_hash_next(h, ex_tok, KVFS_BLOCK_TOKENS_MAX + 1, h), -EINVAL);
+		kvfs_hash_next(h, ex_tok, KVFS_BLOCK_TOKENS_MAX + 1, h),
+		-EINVAL);
 }
 END_TEST
 
@@ -283,7 +284,7 @@ START_TEST(test_errno_untouched)
 	kvfs_hash_chain("a/b", 4, ex_tok, 10, out, 2);
 	kvfs_ns_valid(NULL);
 	kvfs_hash_from_hex("zz", h);
-	kvfs_hash_to_hex(h, (char[KVFS_HASH_HEX_LEN + 1]){0});
+	kvfs_hash_to_hex(h, (char[KVFS_HASH_HEX_LEN + 1]){ 0 });
 	ck_assert_int_eq(errno, 4242);
 }
 END_TEST
@@ -313,8 +314,8 @@ END_TEST
 
 START_TEST(test_hex_bad)
 {
-	static const char upper[] =
-	    "1619866375D4ACDA39D6312B1E05D85F50A7BE1171B26C088F2C354F8DE51F34";
+	static const char upper[] = "1619866375D4ACDA39D6312B1E05D85F50A7BE1171"
+				    "B26C088F2C354F8DE51F34";
 	char buf[KVFS_HASH_HEX_LEN + 2];
 	uint8_t h[KVFS_HASH_LEN], keep[KVFS_HASH_LEN];
 
@@ -351,7 +352,7 @@ static void ck_tokens(const uint32_t *tok, size_t n, const uint32_t *want,
 
 START_TEST(test_tokens_basic)
 {
-	static const uint32_t want[] = {1, 2, 3, 0, 7, 4294967295u};
+	static const uint32_t want[] = { 1, 2, 3, 0, 7, 4294967295u };
 	uint32_t *tok = NULL;
 	size_t n = 0;
 	char err[128];
@@ -367,9 +368,10 @@ END_TEST
 /* any run of commas and whitespace is one separator (tokens.h) */
 START_TEST(test_tokens_separators)
 {
-	static const uint32_t want[] = {1, 2, 3, 4};
-	static const char *const ok[] = {
-	    "1,2,3,4", "1,,2,3,,,4", " ,1,\t2\n\r3 ,\v\f4, \n", "1 , 2,3 4"};
+	static const uint32_t want[] = { 1, 2, 3, 4 };
+	static const char *const ok[] = { "1,2,3,4", "1,,2,3,,,4",
+					  " ,1,\t2\n\r3 ,\v\f4, \n",
+					  "1 , 2,3 4" };
 	char err[128];
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -377,7 +379,8 @@ START_TEST(test_tokens_separators)
 		size_t n = 0;
 
 		ck_assert_int_eq(
-		    kvfs_tokens_parse(ok[i], &tok, &n, err, sizeof(err)), 0);
+			kvfs_tokens_parse(ok[i], &tok, &n, err, sizeof(err)),
+			0);
 		ck_tokens(tok, n, want, 4);
 		free(tok);
 	}
@@ -399,7 +402,7 @@ END_TEST
 
 START_TEST(test_tokens_append)
 {
-	static const uint32_t want[] = {5, 6, 7, 8, 9};
+	static const uint32_t want[] = { 5, 6, 7, 8, 9 };
 	uint32_t *tok = NULL;
 	size_t n = 0;
 
@@ -521,7 +524,7 @@ START_TEST(test_tokens_stream_straddle)
 	strcpy(text + PAD, "4294967295 12");
 	f = stream_of(text, strlen(text));
 	ck_assert_int_eq(kvfs_tokens_read_stream(f, &tok, &n, NULL, 0), 0);
-	ck_tokens(tok, n, (const uint32_t[]){4294967295u, 12}, 2);
+	ck_tokens(tok, n, (const uint32_t[]){ 4294967295u, 12 }, 2);
 	fclose(f);
 	free(tok);
 }
@@ -588,7 +591,7 @@ START_TEST(test_crc32c_vector)
 	ck_assert_uint_eq(kvfs_crc32c(0, "123456789", 9), 0xe3069283u);
 	ck_assert_uint_eq(kvfs_crc32c(0, "", 0), 0);
 	{
-		uint8_t z[32] = {0};
+		uint8_t z[32] = { 0 };
 
 		ck_assert_uint_eq(kvfs_crc32c(0, z, 32), 0x8a9136aau);
 	}
@@ -599,8 +602,9 @@ START_TEST(test_crc32c_matches_reference)
 {
 	/* lengths around the 3 x 4096-byte interleave, odd offsets, and a
 	 * block split anywhere gives the crc of the whole */
-	static const size_t lens[] = {1, 7, 8, 63, 4096, 12287, 12288, 12289,
-				      24576 + 13, 65536, 100003};
+	static const size_t lens[] = { 1,	   7,	  8,	 63,
+				       4096,	   12287, 12288, 12289,
+				       24576 + 13, 65536, 100003 };
 	uint8_t *buf = malloc(100003 + 16);
 	uint64_t x = 88172645463325252ull;
 
@@ -618,10 +622,9 @@ START_TEST(test_crc32c_matches_reference)
 			size_t cut = lens[i] / 3;
 
 			ck_assert_uint_eq(kvfs_crc32c(0, p, lens[i]), want);
-			ck_assert_uint_eq(
-			    kvfs_crc32c(kvfs_crc32c(0, p, cut), p + cut,
-					lens[i] - cut),
-			    want);
+			ck_assert_uint_eq(kvfs_crc32c(kvfs_crc32c(0, p, cut),
+						      p + cut, lens[i] - cut),
+					  want);
 		}
 	free(buf);
 }

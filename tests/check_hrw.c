@@ -84,7 +84,7 @@ START_TEST(test_pick_permutation_prefix)
 
 	nodes_make(v, 7, "n%u");
 	for (unsigned t = 0; t < 200; t++) {
-		bool seen[7] = {false};
+		bool seen[7] = { false };
 
 		hash_i(t, h);
 		ck_assert_uint_eq(kv_hrw_pick(v, 7, NS, h, 7, all), 7);
@@ -94,8 +94,8 @@ START_TEST(test_pick_permutation_prefix)
 			seen[all[i]] = true;
 			if (i > 0)
 				ck_assert_uint_ge(
-				    kv_hrw_weight(v[all[i - 1]].id, NS, h),
-				    kv_hrw_weight(v[all[i]].id, NS, h));
+					kv_hrw_weight(v[all[i - 1]].id, NS, h),
+					kv_hrw_weight(v[all[i]].id, NS, h));
 		}
 		for (size_t r = 0; r <= 7; r++) {
 			ck_assert_uint_eq(kv_hrw_pick(v, 7, NS, h, r, some), r);
@@ -188,7 +188,7 @@ END_TEST
 START_TEST(test_distribution)
 {
 	struct kv_node_info v[3];
-	unsigned count[3] = {0};
+	unsigned count[3] = { 0 };
 	uint8_t h[KVFS_HASH_LEN];
 	size_t idx;
 
@@ -209,7 +209,7 @@ START_TEST(test_r_bounds)
 {
 	struct kv_node_info v[3];
 	uint8_t h[KVFS_HASH_LEN];
-	size_t idx[8] = {0};
+	size_t idx[8] = { 0 };
 
 	nodes_make(v, 3, "n%u");
 	hash_i(1, h);

@@ -103,8 +103,8 @@ START_TEST(test_put_get_scan)
 	for (uint32_t i = 0; i < 3; i++) {
 		r = sample(i + 10);
 		/* ns 300 sorts after ns 2: keys are big-endian */
-		ck_assert_int_eq(kv_index_put_block(ix, i == 2 ? 300 : 2, h[i],
-						    &r), 0);
+		ck_assert_int_eq(
+			kv_index_put_block(ix, i == 2 ? 300 : 2, h[i], &r), 0);
 	}
 	ck_assert_int_eq(kv_index_get_block(ix, 2, h[1], &got), 0);
 	ck_assert_uint_eq(got.slot, 11);

@@ -87,9 +87,10 @@ END_TEST
 
 START_TEST(test_object_array)
 {
-	struct kvfs_json *j = parse_ok(
-	    "{ \"a\" : 1, \"b\":[true,false,null,\"s\",{}], \"c\":{\"d\":[]},"
-	    "\"\":\"empty key\" }");
+	struct kvfs_json *j =
+		parse_ok("{ \"a\" : 1, \"b\":[true,false,null,\"s\",{}], "
+			 "\"c\":{\"d\":[]},"
+			 "\"\":\"empty key\" }");
 	const struct kvfs_json *b, *c, *d;
 	uint64_t v = 0;
 
@@ -277,24 +278,24 @@ END_TEST
 START_TEST(test_string_bad)
 {
 	static const char *const docs[] = {
-	    "\"\\x\"",		  /* unknown escape */
-	    "\"\\U0041\"",	  /* \U is not \u */
-	    "\"\\u00\"",	  /* short \u */
-	    "\"\\u00g0\"",	  /* not hex */
-	    "\"\\ud83d\"",	  /* lone high surrogate */
-	    "\"\\ud83dx\"",	  /* high surrogate, then no \u */
-	    "\"\\ud83d\\u0041\"", /* high surrogate, then no low one */
-	    "\"\\ude00\"",	  /* lone low surrogate */
-	    "\"a\nb\"",		  /* raw control character */
-	    "\"a\tb\"",
-	    "\"\xc3\"",		    /* truncated UTF-8 */
-	    "\"\xc0\xaf\"",	    /* overlong '/' */
-	    "\"\xed\xa0\x80\"",	    /* a surrogate in UTF-8 */
-	    "\"\xf4\x90\x80\x80\"", /* beyond U+10FFFF */
-	    "\"\xff\"",
-	    "'single'",
-	    "\"open",
-	    "\"\\",
+		"\"\\x\"",	      /* unknown escape */
+		"\"\\U0041\"",	      /* \U is not \u */
+		"\"\\u00\"",	      /* short \u */
+		"\"\\u00g0\"",	      /* not hex */
+		"\"\\ud83d\"",	      /* lone high surrogate */
+		"\"\\ud83dx\"",	      /* high surrogate, then no \u */
+		"\"\\ud83d\\u0041\"", /* high surrogate, then no low one */
+		"\"\\ude00\"",	      /* lone low surrogate */
+		"\"a\nb\"",	      /* raw control character */
+		"\"a\tb\"",
+		"\"\xc3\"",		/* truncated UTF-8 */
+		"\"\xc0\xaf\"",		/* overlong '/' */
+		"\"\xed\xa0\x80\"",	/* a surrogate in UTF-8 */
+		"\"\xf4\x90\x80\x80\"", /* beyond U+10FFFF */
+		"\"\xff\"",
+		"'single'",
+		"\"open",
+		"\"\\",
 	};
 
 	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
@@ -309,24 +310,24 @@ END_TEST
 START_TEST(test_numbers)
 {
 	static const char *const good[] = {
-	    "0",
-	    "-0",
-	    "1",
-	    "-1",
-	    "10",
-	    "0.5",
-	    "-0.5",
-	    "1e3",
-	    "1E3",
-	    "1e+3",
-	    "1e-3",
-	    "1.25e-10",
-	    "123456789012345678901234567890",
+		"0",
+		"-0",
+		"1",
+		"-1",
+		"10",
+		"0.5",
+		"-0.5",
+		"1e3",
+		"1E3",
+		"1e+3",
+		"1e-3",
+		"1.25e-10",
+		"123456789012345678901234567890",
 	};
 	static const char *const nums[] = {
-	    "01",  "-01",      "+1",	    ".5",  "1.",   "1.e3",
-	    "1e",  "1e+",      "-",	    "--1", "0x10", "1_000",
-	    "NaN", "Infinity", "-Infinity", "1 2", "1,",
+		"01",  "-01",	   "+1",	".5",  "1.",   "1.e3",
+		"1e",  "1e+",	   "-",		"--1", "0x10", "1_000",
+		"NaN", "Infinity", "-Infinity", "1 2", "1,",
 	};
 	struct kvfs_json *j;
 	double d;
@@ -360,10 +361,11 @@ END_TEST
 START_TEST(test_u64)
 {
 	struct kvfs_json *j = parse_ok(
-	    "[18446744073709551615, 18446744073709551616, 99999999999999999999,"
-	    " 9007199254740993, \"18446744073709551615\", \"42\", 0,"
-	    " -1, 1.0, 1e3, \"\", \"4x\", \"-4\", \" 4\", null, true, [1],"
-	    " 184467440737095516150, \"a\\u0000\", \"4\\u0000\"]");
+		"[18446744073709551615, 18446744073709551616, "
+		"99999999999999999999,"
+		" 9007199254740993, \"18446744073709551615\", \"42\", 0,"
+		" -1, 1.0, 1e3, \"\", \"4x\", \"-4\", \" 4\", null, true, [1],"
+		" 184467440737095516150, \"a\\u0000\", \"4\\u0000\"]");
 	uint64_t v;
 
 	ck_assert_uint_eq(j->n, 20);
@@ -395,40 +397,40 @@ END_TEST
 START_TEST(test_malformed)
 {
 	static const char *const docs[] = {
-	    "",
-	    " ",
-	    "\n\t",
-	    "[1,]",
-	    "{\"a\":1,}",
-	    "[,1]",
-	    "[1 2]",
-	    "{\"a\" 1}",
-	    "{\"a\":}",
-	    "{a:1}",
-	    "{1:1}",
-	    "{\"a\":1 \"b\":2}",
-	    "{\"a\",1}",
-	    "[1}",
-	    "{\"a\":1]",
-	    "]",
-	    "}",
-	    "[",
-	    "{",
-	    "tru",
-	    "True",
-	    "nul",
-	    "nulll",
-	    "falsey",
-	    "t",
-	    "1 // comment",
-	    "/* c */ 1",
-	    "# c\n1",
-	    "[1] [2]",
-	    "{} x",
-	    "\xef\xbb\xbf{}", /* a byte order mark is not whitespace */
-	    "\v1",
-	    "\f1",
-	    "1\v",
+		"",
+		" ",
+		"\n\t",
+		"[1,]",
+		"{\"a\":1,}",
+		"[,1]",
+		"[1 2]",
+		"{\"a\" 1}",
+		"{\"a\":}",
+		"{a:1}",
+		"{1:1}",
+		"{\"a\":1 \"b\":2}",
+		"{\"a\",1}",
+		"[1}",
+		"{\"a\":1]",
+		"]",
+		"}",
+		"[",
+		"{",
+		"tru",
+		"True",
+		"nul",
+		"nulll",
+		"falsey",
+		"t",
+		"1 // comment",
+		"/* c */ 1",
+		"# c\n1",
+		"[1] [2]",
+		"{} x",
+		"\xef\xbb\xbf{}", /* a byte order mark is not whitespace */
+		"\v1",
+		"\f1",
+		"1\v",
 	};
 
 	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
@@ -455,8 +457,8 @@ END_TEST
 START_TEST(test_truncated)
 {
 	static const char doc[] =
-	    "{\"ok\":true,\"n\":[1,-2.5e3,\"\\u00e9\\ud83d\\ude00\"],"
-	    "\"s\":\"a\\\"b\",\"o\":{\"x\":null,\"y\":false}}";
+		"{\"ok\":true,\"n\":[1,-2.5e3,\"\\u00e9\\ud83d\\ude00\"],"
+		"\"s\":\"a\\\"b\",\"o\":{\"x\":null,\"y\":false}}";
 	size_t len = strlen(doc);
 	struct kvfs_json *j;
 
@@ -591,26 +593,26 @@ START_TEST(test_utf8_len)
 		const char *s;
 		size_t len, want;
 	} v[] = {
-	    {"a", 1, 1},
-	    {"\x7f", 1, 1},
-	    {"\xc3\xa9", 2, 2},
-	    {"\xe2\x82\xac", 3, 3},
-	    {"\xf0\x9f\x98\x80", 4, 4},
-	    {"\xf4\x8f\xbf\xbf", 4, 4}, /* U+10FFFF */
-	    {"\xef\xbf\xbf", 3, 3},	/* U+FFFF */
-	    {"\xc3\xa9", 1, 0},		/* truncated */
-	    {"\xf0\x9f\x98", 3, 0},
-	    {"\x80", 1, 0},	/* a lone continuation byte */
-	    {"\xc0\x80", 2, 0}, /* overlong */
-	    {"\xc1\xbf", 2, 0},
-	    {"\xe0\x80\x80", 3, 0},
-	    {"\xf0\x80\x80\x80", 4, 0},
-	    {"\xed\xa0\x80", 3, 0},	/* U+D800 */
-	    {"\xed\xbf\xbf", 3, 0},	/* U+DFFF */
-	    {"\xf4\x90\x80\x80", 4, 0}, /* U+110000 */
-	    {"\xf5\x80\x80\x80", 4, 0},
-	    {"\xc3\x41", 2, 0}, /* not a continuation byte */
-	    {"", 0, 0},
+		{ "a", 1, 1 },
+		{ "\x7f", 1, 1 },
+		{ "\xc3\xa9", 2, 2 },
+		{ "\xe2\x82\xac", 3, 3 },
+		{ "\xf0\x9f\x98\x80", 4, 4 },
+		{ "\xf4\x8f\xbf\xbf", 4, 4 }, /* U+10FFFF */
+		{ "\xef\xbf\xbf", 3, 3 },     /* U+FFFF */
+		{ "\xc3\xa9", 1, 0 },	      /* truncated */
+		{ "\xf0\x9f\x98", 3, 0 },
+		{ "\x80", 1, 0 },     /* a lone continuation byte */
+		{ "\xc0\x80", 2, 0 }, /* overlong */
+		{ "\xc1\xbf", 2, 0 },
+		{ "\xe0\x80\x80", 3, 0 },
+		{ "\xf0\x80\x80\x80", 4, 0 },
+		{ "\xed\xa0\x80", 3, 0 },     /* U+D800 */
+		{ "\xed\xbf\xbf", 3, 0 },     /* U+DFFF */
+		{ "\xf4\x90\x80\x80", 4, 0 }, /* U+110000 */
+		{ "\xf5\x80\x80\x80", 4, 0 },
+		{ "\xc3\x41", 2, 0 }, /* not a continuation byte */
+		{ "", 0, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)

@@ -65,8 +65,7 @@ static void setup(void)
 {
 	static unsigned n;
 
-	snprintf(mnt, sizeof(mnt), "%s/mnt-%d-%u", tu_root, (int)getpid(),
-		 n);
+	snprintf(mnt, sizeof(mnt), "%s/mnt-%d-%u", tu_root, (int)getpid(), n);
 	snprintf(state, sizeof(state), "%s/state-%d-%u/sub", tu_root,
 		 (int)getpid(), n);
 	snprintf(pool, sizeof(pool), "/dev/shm/%s-%d-%u.pool", tu_shm,
@@ -85,8 +84,10 @@ START_TEST(test_sizes)
 {
 	struct kvfsd_opts o;
 
-	ck_assert_int_eq(run(&o, "slot_size=64K,slots=2K,block_tokens=16,"
-				 "lease_ms=250,ctl_mode=0660", NULL),
+	ck_assert_int_eq(run(&o,
+			     "slot_size=64K,slots=2K,block_tokens=16,"
+			     "lease_ms=250,ctl_mode=0660",
+			     NULL),
 			 0);
 	ck_assert_uint_eq(o.slot_size, 64u << 10);
 	ck_assert_uint_eq(o.slots, 2048);
@@ -110,20 +111,40 @@ END_TEST
 START_TEST(test_bad_values)
 {
 	static const char *const bad[] = {
-		"slot_size=5000",	"slot_size=0",	"slot_size=-4096",
-		"slot_size=4K5",	"slot_size=12Q", "slot_size=",
-		"slot_size=2T",		"slot_size=+4096", "slot_size= 4096",
-		"slot_size=0x1000",	"slot_size=2048G",
+		"slot_size=5000",
+		"slot_size=0",
+		"slot_size=-4096",
+		"slot_size=4K5",
+		"slot_size=12Q",
+		"slot_size=",
+		"slot_size=2T",
+		"slot_size=+4096",
+		"slot_size= 4096",
+		"slot_size=0x1000",
+		"slot_size=2048G",
 		"slot_size=99999999999999999999999",
-		"slots=0",		"slots=x",	"slots=4294967295",
-		"slots=-1",		"slots=1.5",	"slots=4G",
-		"block_tokens=0",	"block_tokens=1K", "block_tokens=abc",
+		"slots=0",
+		"slots=x",
+		"slots=4294967295",
+		"slots=-1",
+		"slots=1.5",
+		"slots=4G",
+		"block_tokens=0",
+		"block_tokens=1K",
+		"block_tokens=abc",
 		"block_tokens=99999999",
-		"lease_ms=0",		"lease_ms=abc",	"lease_ms=4294967296",
-		"ctl_mode=999",		"ctl_mode=abc",	"ctl_mode=-1",
-		"ctl_mode=8",		"ctl_mode=",
-		"pool=relative.pool",	"ctl=relative.sock",
-		"slot=5",		"nosuchoption",
+		"lease_ms=0",
+		"lease_ms=abc",
+		"lease_ms=4294967296",
+		"ctl_mode=999",
+		"ctl_mode=abc",
+		"ctl_mode=-1",
+		"ctl_mode=8",
+		"ctl_mode=",
+		"pool=relative.pool",
+		"ctl=relative.sock",
+		"slot=5",
+		"nosuchoption",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -140,18 +161,16 @@ START_TEST(test_bad_cluster)
 
 	ck_assert_int_eq(run(&o, "", "--replicas", "3", NULL), -EINVAL);
 	kvfsd_opts_free(&o);
-	ck_assert_int_eq(run(&o, "", "--listen", "127.0.0.1:0", NULL),
+	ck_assert_int_eq(run(&o, "", "--listen", "127.0.0.1:0", NULL), -EINVAL);
+	kvfsd_opts_free(&o);
+	ck_assert_int_eq(run(&o, "", "--conductor", "nocolon", NULL), -EINVAL);
+	kvfsd_opts_free(&o);
+	ck_assert_int_eq(run(&o, "", "--conductor", "127.0.0.1:1", "--node-id",
+			     "abc", NULL),
 			 -EINVAL);
 	kvfsd_opts_free(&o);
-	ck_assert_int_eq(run(&o, "", "--conductor", "nocolon", NULL),
-			 -EINVAL);
-	kvfsd_opts_free(&o);
-	ck_assert_int_eq(run(&o, "", "--conductor", "127.0.0.1:1",
-			     "--node-id", "abc", NULL),
-			 -EINVAL);
-	kvfsd_opts_free(&o);
-	ck_assert_int_eq(run(&o, "", "--conductor", "127.0.0.1:1",
-			     "--node-id", "65536", NULL),
+	ck_assert_int_eq(run(&o, "", "--conductor", "127.0.0.1:1", "--node-id",
+			     "65536", NULL),
 			 -EINVAL);
 	kvfsd_opts_free(&o);
 	ck_assert_int_eq(run(&o, "", "--node-id", "bad id", NULL), -EINVAL);
@@ -207,8 +226,8 @@ START_TEST(test_good_cluster)
 	ck_assert_str_eq(o.node_id, "0");
 	ck_assert_str_eq(o.conductor_o, "127.0.0.1:1");
 	kvfsd_opts_free(&o);
-	ck_assert_int_eq(run(&o, "", "--conductor", "127.0.0.1:1",
-			     "--node-id", "65535", NULL),
+	ck_assert_int_eq(run(&o, "", "--conductor", "127.0.0.1:1", "--node-id",
+			     "65535", NULL),
 			 0);
 	kvfsd_opts_free(&o);
 }

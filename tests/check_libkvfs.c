@@ -154,7 +154,7 @@ START_TEST(disconnect_releases_maps)
 {
 	struct kvfs *a = conn(), *b = conn();
 	const void *ptr[POOL_SLOTS];
-	uint8_t h[KVFS_HASH_LEN], buf[100] = {0};
+	uint8_t h[KVFS_HASH_LEN], buf[100] = { 0 };
 
 	fill_mapped(a, 3, ptr);
 	name(h, 3, 100);
@@ -168,7 +168,8 @@ END_TEST
 START_TEST(leases_pin_until_release_or_disconnect)
 {
 	struct kvfs *a = conn(), *b = conn();
-	uint8_t h[POOL_SLOTS][KVFS_HASH_LEN], x[KVFS_HASH_LEN], buf[100] = {0};
+	uint8_t h[POOL_SLOTS][KVFS_HASH_LEN], x[KVFS_HASH_LEN],
+		buf[100] = { 0 };
 	uint64_t lease;
 
 	for (unsigned i = 0; i < POOL_SLOTS; i++) {
@@ -273,7 +274,7 @@ START_TEST(bad_input)
 	struct kvfs *k = conn(), *none = NULL;
 	uint8_t h[KVFS_HASH_LEN], hs[1][KVFS_HASH_LEN];
 	struct kvfs_wblock *wb;
-	uint32_t tok[4] = {1, 2, 3, 4};
+	uint32_t tok[4] = { 1, 2, 3, 4 };
 	uint64_t lease;
 	const void *p;
 	void *w;

@@ -72,7 +72,7 @@ static struct kv_store_stats stats(void)
 /* the server sees a client's close in its own time */
 static bool settles(uint64_t pinned, uint64_t writing)
 {
-	struct timespec ts = {0, 10000000};
+	struct timespec ts = { 0, 10000000 };
 
 	for (int i = 0; i < 200; i++) {
 		struct kv_store_stats s = stats();
@@ -249,15 +249,15 @@ START_TEST(test_protocol)
 	w = call_ref(a, req);
 	call_err(a, req, EEXIST);
 	ck_assert_int_eq(kvfs_ctl_request(b, "status", &j, NULL, NULL, 0), 0);
-	ck_assert_int_eq(
-	    kvfs_json_u64(kvfs_json_get(kvfs_json_get(j, "ctl"), "conn_maps"),
-			  &n),
-	    0);
+	ck_assert_int_eq(kvfs_json_u64(kvfs_json_get(kvfs_json_get(j, "ctl"),
+						     "conn_maps"),
+				       &n),
+			 0);
 	ck_assert_uint_eq(n, 1);
-	ck_assert_int_eq(
-	    kvfs_json_u64(
-		kvfs_json_get(kvfs_json_get(j, "ctl"), "conn_writers"), &n),
-	    0);
+	ck_assert_int_eq(kvfs_json_u64(kvfs_json_get(kvfs_json_get(j, "ctl"),
+						     "conn_writers"),
+				       &n),
+			 0);
 	ck_assert_uint_eq(n, 1);
 	kvfs_json_free(j);
 
@@ -358,7 +358,7 @@ static int run_other(const uint8_t *h, int map_want, int alloc_want)
 
 START_TEST(test_other_user)
 {
-	uint8_t h[KVFS_HASH_LEN + 1] = {0};
+	uint8_t h[KVFS_HASH_LEN + 1] = { 0 };
 
 	if (geteuid() != 0)
 		return; /* test_pool_not_writable covers a plain user */
@@ -399,7 +399,8 @@ START_TEST(test_map_batch)
 		tu_hash(h[i], 40 + i, 1);
 		if (i != 3)
 			ck_assert_int_eq(
-			    tu_put_block(S, NS, h[i], NULL, 100 + 200 * i), 0);
+				tu_put_block(S, NS, h[i], NULL, 100 + 200 * i),
+				0);
 	}
 	p[4] = h[0]; /* left alone past the prefix */
 	ck_assert_int_eq(kvfs_map_batch(k, "m", h, 5, p, len), 3);
@@ -515,8 +516,9 @@ START_TEST(test_mapv_protocol)
 	ck_assert_uint_eq(maps->n, 3);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(
-		    kvfs_json_u64(kvfs_json_get(&maps->kid[i], "ref"), &r[i]),
-		    0);
+			kvfs_json_u64(kvfs_json_get(&maps->kid[i], "ref"),
+				      &r[i]),
+			0);
 	kvfs_json_free(j);
 	ck_assert_uint_eq(stats().pinned, 2);
 
@@ -603,7 +605,7 @@ static void *liar_loop(void *arg)
 
 static pthread_t liar_start(const char *status, const char *map)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	pthread_t t;
 
 	ck_assert_int_lt(snprintf(LIAR, sizeof(LIAR), "%s/liar-%u.sock",
@@ -647,7 +649,7 @@ static pthread_t liar_connect(const char *resp, struct kvfs **k)
 static int lied_map(const char *resp)
 {
 	struct kvfs *k;
-	uint8_t h[KVFS_HASH_LEN] = {0};
+	uint8_t h[KVFS_HASH_LEN] = { 0 };
 	const void *p = NULL;
 	size_t len;
 	pthread_t t;
@@ -693,7 +695,7 @@ END_TEST
 /* kvfs_map_batch of two hashes against a daemon answering with resp */
 static long lied_mapv(const char *resp)
 {
-	uint8_t h[2][KVFS_HASH_LEN] = {{0}};
+	uint8_t h[2][KVFS_HASH_LEN] = { { 0 } };
 	const void *p[2];
 	struct kvfs *k;
 	size_t len[2];
@@ -734,11 +736,12 @@ END_TEST
 START_TEST(test_lying_status)
 {
 	static const char *bad[] = {
-	    "{\"ok\":true,\"daemon\":{}}",
-	    "{\"ok\":true,\"daemon\":{\"pool\":\"rel\",\"slot_size\":4096}}",
-	    "{\"ok\":true,\"daemon\":{\"pool\":\"/x\",\"slot_size\":100}}",
-	    "{\"ok\":true,\"daemon\":{\"pool\":\"/x\",\"slot_size\":0}}",
-	    "{\"ok\":true}",
+		"{\"ok\":true,\"daemon\":{}}",
+		"{\"ok\":true,\"daemon\":{\"pool\":\"rel\",\"slot_size\":4096}"
+		"}",
+		"{\"ok\":true,\"daemon\":{\"pool\":\"/x\",\"slot_size\":100}}",
+		"{\"ok\":true,\"daemon\":{\"pool\":\"/x\",\"slot_size\":0}}",
+		"{\"ok\":true}",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

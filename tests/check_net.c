@@ -23,14 +23,15 @@ START_TEST(test_split)
 	static const struct {
 		const char *in, *host, *port;
 	} good[] = {
-	    {"127.0.0.1:80", "127.0.0.1", "80"},
-	    {"[::1]:8080", "::1", "8080"},
-	    {"node-2.example:7000", "node-2.example", "7000"},
-	    {"a:b:1", "a:b", "1"}, /* the last colon splits */
+		{ "127.0.0.1:80", "127.0.0.1", "80" },
+		{ "[::1]:8080", "::1", "8080" },
+		{ "node-2.example:7000", "node-2.example", "7000" },
+		{ "a:b:1", "a:b", "1" }, /* the last colon splits */
 	};
 	static const char *bad[] = {
-	    "", "nocolon", ":80", "h:", "h:8x", "[::1]80", "[::1", "[]:1",
-	    "h:123456789012345678",
+		"",	"nocolon", ":80",
+		"h:",	"h:8x",	   "[::1]80",
+		"[::1", "[]:1",	   "h:123456789012345678",
 	};
 	char host[16], port[8];
 
@@ -44,7 +45,8 @@ START_TEST(test_split)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(kvfs_split_hostport(bad[i], host, sizeof(host),
-						  port, sizeof(port)) == -EINVAL,
+						  port,
+						  sizeof(port)) == -EINVAL,
 			      "\"%s\" was taken", bad[i]);
 	ck_assert_int_eq(kvfs_split_hostport("a-host-too-long-for-it:1", host,
 					     sizeof(host), port, sizeof(port)),
@@ -58,7 +60,7 @@ END_TEST
 /* a listener on 127.0.0.1, port in *port; backlog as given */
 static int listener(int backlog, char port[8])
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t sl = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -73,7 +75,7 @@ static int listener(int backlog, char port[8])
 
 static struct addrinfo *lookup(const char *port)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
 
 	ck_assert_int_eq(getaddrinfo("127.0.0.1", port, &hints, &ai), 0);
 	return ai;
@@ -111,13 +113,13 @@ START_TEST(test_connect)
 	/* nobody listens there any more */
 	close(l);
 	ai = lookup(port);
-	ck_assert_int_eq(kvfs_tcp_connect(ai, kvfs_net_now_ms() + 2000, NULL,
-					  NULL),
-			 -ECONNREFUSED);
+	ck_assert_int_eq(
+		kvfs_tcp_connect(ai, kvfs_net_now_ms() + 2000, NULL, NULL),
+		-ECONNREFUSED);
 	freeaddrinfo(ai);
-	ck_assert_int_eq(kvfs_tcp_connect(NULL, kvfs_net_now_ms() + 10, NULL,
-					  NULL),
-			 -EHOSTUNREACH);
+	ck_assert_int_eq(
+		kvfs_tcp_connect(NULL, kvfs_net_now_ms() + 10, NULL, NULL),
+		-EHOSTUNREACH);
 }
 END_TEST
 

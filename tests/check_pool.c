@@ -61,7 +61,8 @@ START_TEST(test_geometry_mismatch)
 	kv_pool_close(a);
 	/* reformat only when asked */
 	ck_assert_int_eq(kv_pool_open(p.pool, &other,
-				      KV_POOL_CREATE | KV_POOL_REFORMAT, &a), 0);
+				      KV_POOL_CREATE | KV_POOL_REFORMAT, &a),
+			 0);
 	ck_assert(kv_pool_formatted(a));
 	ck_assert_uint_eq(kv_pool_slot_size(a), 8192);
 	ck_assert_uint_eq(((uint8_t *)kv_pool_slot(a, 0))[15], 0);
@@ -83,7 +84,8 @@ START_TEST(test_not_a_pool)
 	ck_assert_int_eq(kv_pool_open(p.pool, &g4, KV_POOL_CREATE, &a),
 			 -EINVAL);
 	ck_assert_int_eq(kv_pool_open(p.pool, &g4,
-				      KV_POOL_CREATE | KV_POOL_REFORMAT, &a), 0);
+				      KV_POOL_CREATE | KV_POOL_REFORMAT, &a),
+			 0);
 	kv_pool_close(a);
 	/* truncated pool file: header fine, size wrong */
 	ck_assert_int_eq(truncate(p.pool, KV_POOL_HDR_SIZE + 4096), 0);
@@ -94,7 +96,10 @@ END_TEST
 START_TEST(test_bad_args)
 {
 	struct kv_pool_geom bad[] = {
-		{ 0, 4 }, { 1000, 4 }, { 4096, 0 }, { 4096, UINT32_MAX },
+		{ 0, 4 },
+		{ 1000, 4 },
+		{ 4096, 0 },
+		{ 4096, UINT32_MAX },
 		{ UINT64_MAX & ~4095ull, 4 },
 	};
 	struct tu_paths p;
@@ -103,8 +108,9 @@ START_TEST(test_bad_args)
 
 	tu_paths(&p);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_int_eq(kv_pool_open(p.pool, &bad[i], KV_POOL_CREATE,
-					      &a), -EINVAL);
+		ck_assert_int_eq(
+			kv_pool_open(p.pool, &bad[i], KV_POOL_CREATE, &a),
+			-EINVAL);
 	ck_assert_int_eq(kv_pool_open(NULL, &g4, KV_POOL_CREATE, &a), -EINVAL);
 	ck_assert_int_eq(kv_pool_open("", &g4, KV_POOL_CREATE, &a), -EINVAL);
 	ck_assert_int_eq(kv_pool_open(p.pool, NULL, KV_POOL_CREATE, &a),
@@ -113,7 +119,8 @@ START_TEST(test_bad_args)
 	ck_assert_int_eq(kv_pool_open(p.pool, &g4, KV_POOL_CREATE, NULL),
 			 -EINVAL);
 	ck_assert_int_eq(kv_pool_open("/nonexistent-dir/x.pool", &g4,
-				      KV_POOL_CREATE, &a), -ENOENT);
+				      KV_POOL_CREATE, &a),
+			 -ENOENT);
 	ck_assert_ptr_null(a);
 
 	ck_assert_int_eq(kv_pool_open(p.pool, &g4, KV_POOL_CREATE, &a), 0);
@@ -178,7 +185,7 @@ END_TEST
 
 struct tctx {
 	struct kv_pool *p;
-	uint8_t *owner;	/* owner[slot] == thread id + 1 while held */
+	uint8_t *owner; /* owner[slot] == thread id + 1 while held */
 	int bad;
 };
 
@@ -194,13 +201,16 @@ static void *churn(void *arg)
 		if (n < 8 && kv_pool_alloc(tc.p, &held[n]) == 0) {
 			if (__atomic_exchange_n(&tc.owner[held[n]], me,
 						__ATOMIC_SEQ_CST))
-				__atomic_add_fetch(&tc.bad, 1, __ATOMIC_SEQ_CST);
+				__atomic_add_fetch(&tc.bad, 1,
+						   __ATOMIC_SEQ_CST);
 			n++;
 		} else if (n) {
 			n--;
-			__atomic_store_n(&tc.owner[held[n]], 0, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&tc.owner[held[n]], 0,
+					 __ATOMIC_SEQ_CST);
 			if (kv_pool_free(tc.p, held[n]))
-				__atomic_add_fetch(&tc.bad, 1, __ATOMIC_SEQ_CST);
+				__atomic_add_fetch(&tc.bad, 1,
+						   __ATOMIC_SEQ_CST);
 		}
 	}
 	while (n--) {

@@ -17,7 +17,7 @@
 
 #define SLOT 8192
 #define NSLOTS 4096
-#define MAXB 3000	/* below NSLOTS: nothing sealed is ever evicted */
+#define MAXB 3000 /* below NSLOTS: nothing sealed is ever evicted */
 
 static size_t blen(uint32_t i)
 {
@@ -53,7 +53,7 @@ static void child(const struct tu_paths *p, int wfd, uint32_t salt)
 			_exit(6);
 		memcpy(prev, h, sizeof(h));
 	}
-	pause();	/* wait for the kill with everything sealed */
+	pause(); /* wait for the kill with everything sealed */
 	_exit(0);
 }
 
@@ -94,7 +94,10 @@ static int64_t run_and_kill(const struct tu_paths *p, uint32_t salt,
 
 START_TEST(test_kill_mid_write)
 {
-	static const struct { uint32_t after; unsigned delay_us; } pts[] = {
+	static const struct {
+		uint32_t after;
+		unsigned delay_us;
+	} pts[] = {
 		{ 1, 0 }, { 10, 137 }, { 200, 0 }, { 500, 2000 }, { 50, 731 },
 	};
 	struct tu_paths p;
@@ -156,11 +159,13 @@ START_TEST(test_corrupt_block_dropped)
 	/* flip a byte of block 2 behind the store's back */
 	fd = open(p.pool, O_RDWR);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pread(fd, &junk, 1, KV_POOL_HDR_SIZE +
-			       (off_t)bi.slot * SLOT + 50), 1);
+	ck_assert_int_eq(pread(fd, &junk, 1,
+			       KV_POOL_HDR_SIZE + (off_t)bi.slot * SLOT + 50),
+			 1);
 	junk ^= 0x01;
-	ck_assert_int_eq(pwrite(fd, &junk, 1, KV_POOL_HDR_SIZE +
-				(off_t)bi.slot * SLOT + 50), 1);
+	ck_assert_int_eq(pwrite(fd, &junk, 1,
+				KV_POOL_HDR_SIZE + (off_t)bi.slot * SLOT + 50),
+			 1);
 	close(fd);
 
 	st = tu_open(&p, SLOT, 16);

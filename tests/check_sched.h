@@ -13,9 +13,9 @@
 #include "sched/sched.h"
 
 /* a - b within a relative (or, near 0, absolute) tolerance */
-#define ck_assert_near(a, b)                                                  \
-	ck_assert_msg(fabs((double)(a) - (double)(b)) <=                      \
-			      1e-9 * fmax(1.0, fabs((double)(b))),            \
+#define ck_assert_near(a, b)                                                   \
+	ck_assert_msg(fabs((double)(a) - (double)(b)) <=                       \
+			      1e-9 * fmax(1.0, fabs((double)(b))),             \
 		      "%s = %.12g, want %.12g", #a, (double)(a), (double)(b))
 
 static inline int cs_run(Suite *s)
@@ -35,7 +35,7 @@ static inline struct sched *cs_sched(const char *policy, uint32_t np,
 				     const struct sched_config *cfg)
 {
 	struct sched_config def;
-	struct sched_setup su = {.nprefill = np, .ndecode = nd, .seed = 7};
+	struct sched_setup su = { .nprefill = np, .ndecode = nd, .seed = 7 };
 	struct sched *s = NULL;
 	const struct sched_policy_ops *p = sched_policy_find(policy);
 

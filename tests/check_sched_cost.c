@@ -73,8 +73,9 @@ END_TEST
 
 START_TEST(test_from_flops)
 {
-	struct sched_flop_model f = {.layers = 32, .hidden = 4096, .a = 4,
-				     .b = 24, .flops = 1e14};
+	struct sched_flop_model f = {
+		.layers = 32, .hidden = 4096, .a = 4, .b = 24, .flops = 1e14
+	};
 	struct sched_cost c;
 
 	sched_cost_default(&c);
@@ -139,7 +140,9 @@ END_TEST
 
 START_TEST(test_fit_refuses)
 {
-	struct sched_fit_row r[3] = {{1000, 0, 1}, {2000, 0, 2}, {10, 10, 1}};
+	struct sched_fit_row r[3] = { { 1000, 0, 1 },
+				      { 2000, 0, 2 },
+				      { 10, 10, 1 } };
 	struct sched_cost c;
 
 	ck_assert_int_eq(sched_cost_fit(r, 1, &c, NULL), -EINVAL);
@@ -202,7 +205,7 @@ START_TEST(test_config_errors)
 	ck_assert_int_eq(sched_config_load(&c, path, err, sizeof(err)),
 			 -EINVAL);
 	ck_assert_msg(strstr(err, ":3: unknown key 'bogus'"), "%s", err);
-	ck_assert(c.slo_ttft == SCHED_DEF_SLO_TTFT);	/* unchanged */
+	ck_assert(c.slo_ttft == SCHED_DEF_SLO_TTFT); /* unchanged */
 	unlink(path);
 
 	write_tmp(path, sizeof(path), "transfer_bw = fast\n");

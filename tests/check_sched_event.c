@@ -36,7 +36,7 @@ struct seen {
 	uint64_t key[64];
 	uint16_t node;
 	char ns[32];
-	int fail_at;	/* fail the nth record with -ENOMEM (0: never) */
+	int fail_at; /* fail the nth record with -ENOMEM (0: never) */
 };
 
 static int collect(void *arg, const struct sched_ev *ev)
@@ -70,12 +70,12 @@ START_TEST(test_layout)
 	ck_assert(memcmp(buf, "KVEV", 4) == 0);
 	ck_assert_uint_eq(buf[4], 1);
 	ck_assert_uint_eq(buf[5], 0);
-	ck_assert_uint_eq(buf[6], 0x02);	/* little-endian node */
+	ck_assert_uint_eq(buf[6], 0x02); /* little-endian node */
 	ck_assert_uint_eq(buf[7], 0x01);
-	ck_assert_uint_eq(buf[8], 0x88);	/* little-endian seq */
+	ck_assert_uint_eq(buf[8], 0x88); /* little-endian seq */
 	ck_assert_uint_eq(buf[15], 0x11);
-	ck_assert_uint_eq(buf[16], 2);		/* count */
-	ck_assert_uint_eq(buf[20], 10);		/* ns_len */
+	ck_assert_uint_eq(buf[16], 2);	/* count */
+	ck_assert_uint_eq(buf[20], 10); /* ns_len */
 	ck_assert(memcmp(buf + 24, "llama3-70b", 10) == 0);
 	ck_assert_uint_eq(buf[34], SCHED_EV_INSERT);
 	ck_assert(memcmp(buf + 35, r[0].hash, 32) == 0);
@@ -84,11 +84,10 @@ START_TEST(test_layout)
 	ck_assert_int_eq(sched_ev_encode(buf, 50, 1, 0, "m", r, 2), -ENOSPC);
 	ck_assert_int_eq(sched_ev_encode(buf, 256, 1, 0, ".kvfs", r, 2),
 			 -EINVAL);
-	ck_assert_int_eq(sched_ev_encode(buf, 256, 1, 0, "a/b", r, 2),
-			 -EINVAL);
+	ck_assert_int_eq(sched_ev_encode(buf, 256, 1, 0, "a/b", r, 2), -EINVAL);
 	r[0].op = 9;
 	ck_assert_int_eq(sched_ev_encode(buf, 256, 1, 0, "m", r, 2), -EINVAL);
-	r[0].op = SCHED_EV_RESET;	/* a RESET carries a zero hash */
+	r[0].op = SCHED_EV_RESET; /* a RESET carries a zero hash */
 	ck_assert_int_eq(sched_ev_encode(buf, 256, 1, 0, "m", r, 2), -EINVAL);
 }
 END_TEST
@@ -96,7 +95,7 @@ END_TEST
 /* three frames, fed whole, byte by byte and in uneven pieces */
 START_TEST(test_stream_pieces)
 {
-	static const size_t steps[] = {1000000, 1, 7, 33, 100};
+	static const size_t steps[] = { 1000000, 1, 7, 33, 100 };
 	struct sched_ev_rec r[20];
 	uint8_t buf[4096];
 	size_t len = 0;
@@ -106,22 +105,23 @@ START_TEST(test_stream_pieces)
 
 		recs_of(r, 20, f == 2 ? SCHED_EV_EVICT : SCHED_EV_INSERT,
 			(uint32_t)(f * 20));
-		n = sched_ev_encode(buf + len, sizeof(buf) - len, 7, f,
-				    "ns1", r, f == 1 ? 0 : 20);
+		n = sched_ev_encode(buf + len, sizeof(buf) - len, 7, f, "ns1",
+				    r, f == 1 ? 0 : 20);
 		ck_assert_int_gt(n, 0);
 		len += (size_t)n;
 	}
 	for (size_t si = 0; si < sizeof(steps) / sizeof(steps[0]); si++) {
 		struct sched_ev_decoder d;
-		struct seen s = {0};
+		struct seen s = { 0 };
 
 		sched_ev_decoder_init(&d);
 		for (size_t off = 0; off < len; off += steps[si]) {
-			size_t k = len - off < steps[si] ? len - off
-							 : steps[si];
+			size_t k =
+				len - off < steps[si] ? len - off : steps[si];
 
-			ck_assert_int_eq(sched_ev_feed(&d, buf + off, k,
-						       collect, &s), 0);
+			ck_assert_int_eq(
+				sched_ev_feed(&d, buf + off, k, collect, &s),
+				0);
 		}
 		ck_assert_uint_eq(s.n, 40);
 		ck_assert_uint_eq(d.frames, 3);
@@ -144,7 +144,7 @@ static int feed_bad(void (*fix)(uint8_t *buf), bool recrc, uint64_t seq,
 {
 	struct sched_ev_decoder d;
 	struct sched_ev_rec r[3];
-	struct seen s = {0};
+	struct seen s = { 0 };
 	uint8_t buf[512];
 	long len;
 	int rc;
@@ -165,21 +165,42 @@ static int feed_bad(void (*fix)(uint8_t *buf), bool recrc, uint64_t seq,
 	/* the stream is over: even a good frame is refused now */
 	if (rc < 0) {
 		len = sched_ev_encode(buf, sizeof(buf), 3, 0, "ns", r, 3);
-		ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)len, collect,
-					       &s), rc);
+		ck_assert_int_eq(
+			sched_ev_feed(&d, buf, (size_t)len, collect, &s), rc);
 	}
 	*n = s.n;
 	sched_ev_decoder_release(&d);
 	return rc;
 }
 
-static void bad_magic(uint8_t *b) { b[0] = 'X'; }
-static void bad_version(uint8_t *b) { b[4] = 2; }
-static void bad_flags(uint8_t *b) { b[5] = 1; }
-static void bad_reserved(uint8_t *b) { b[22] = 1; }
-static void bad_crc(uint8_t *b) { b[24 + 2 + 33 + 5] ^= 1; }
-static void bad_op(uint8_t *b) { b[24 + 2 + 33] = 7; }
-static void bad_ns(uint8_t *b) { b[24] = '.'; }
+static void bad_magic(uint8_t *b)
+{
+	b[0] = 'X';
+}
+static void bad_version(uint8_t *b)
+{
+	b[4] = 2;
+}
+static void bad_flags(uint8_t *b)
+{
+	b[5] = 1;
+}
+static void bad_reserved(uint8_t *b)
+{
+	b[22] = 1;
+}
+static void bad_crc(uint8_t *b)
+{
+	b[24 + 2 + 33 + 5] ^= 1;
+}
+static void bad_op(uint8_t *b)
+{
+	b[24 + 2 + 33] = 7;
+}
+static void bad_ns(uint8_t *b)
+{
+	b[24] = '.';
+}
 
 START_TEST(test_refusals)
 {
@@ -188,8 +209,7 @@ START_TEST(test_refusals)
 	ck_assert_int_eq(feed_bad(NULL, false, 0, &n), 0);
 	ck_assert_uint_eq(n, 3);
 	ck_assert_int_eq(feed_bad(bad_magic, true, 0, &n), -EBADMSG);
-	ck_assert_int_eq(feed_bad(bad_version, true, 0, &n),
-			 -EPROTONOSUPPORT);
+	ck_assert_int_eq(feed_bad(bad_version, true, 0, &n), -EPROTONOSUPPORT);
 	ck_assert_int_eq(feed_bad(bad_flags, true, 0, &n), -EBADMSG);
 	ck_assert_int_eq(feed_bad(bad_reserved, true, 0, &n), -EBADMSG);
 	/* a bad frame applies none of its records, not even the first */
@@ -208,7 +228,7 @@ START_TEST(test_sequence)
 {
 	struct sched_ev_decoder d;
 	struct sched_ev_rec r[1];
-	struct seen s = {0};
+	struct seen s = { 0 };
 	uint8_t buf[256];
 	long n;
 
@@ -236,14 +256,14 @@ START_TEST(test_sequence)
 	/* a count too large is refused from the header alone */
 	sched_ev_decoder_init(&d);
 	n = sched_ev_encode(buf, sizeof(buf), 4, 0, "ns", r, 1);
-	buf[18] = 0x10;	/* count 2^20 + 1 */
+	buf[18] = 0x10; /* count 2^20 + 1 */
 	ck_assert_int_eq(sched_ev_feed(&d, buf, SCHED_EV_HDR, collect, &s),
 			 -EBADMSG);
 	sched_ev_decoder_release(&d);
 
 	/* the callback's error ends the stream and is returned */
 	sched_ev_decoder_init(&d);
-	s = (struct seen){.fail_at = 1};
+	s = (struct seen){ .fail_at = 1 };
 	n = sched_ev_encode(buf, sizeof(buf), 4, 0, "ns", r, 1);
 	ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)n, collect, &s),
 			 -ENOMEM);

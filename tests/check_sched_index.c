@@ -67,7 +67,7 @@ START_TEST(test_prefix)
 	ck_assert_uint_eq(lens[0], 5);
 	ck_assert_uint_eq(lens[1], 3);
 	ck_assert_uint_eq(lens[2], 5);
-	ck_assert_uint_eq(best_node, 0);	/* the lowest of 0 and 2 */
+	ck_assert_uint_eq(best_node, 0); /* the lowest of 0 and 2 */
 
 	sched_index_insert(ix, 2, k[5]);
 	ck_assert_uint_eq(sched_index_prefix(ix, k, 10, lens, &best_node), 10);
@@ -98,8 +98,8 @@ START_TEST(test_prefix_union)
 	for (int i = 3; i < 8; i++)
 		sched_index_insert(fl, 0, k[i]);
 	sched_index_insert(fl, 1, k[0]);
-	ck_assert_uint_eq(sched_index_prefix2(ix, fl, k, 8, lens, ulens,
-					      &best), 3);
+	ck_assert_uint_eq(sched_index_prefix2(ix, fl, k, 8, lens, ulens, &best),
+			  3);
 	ck_assert_uint_eq(best, 0);
 	ck_assert_uint_eq(lens[0], 3);
 	ck_assert_uint_eq(lens[1], 0);

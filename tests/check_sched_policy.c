@@ -18,13 +18,13 @@
 #define T32K 5.348024557502464
 #define XFER1 0.0016777216
 
-static uint64_t C[64], D[64], E[65];	/* prompt chains */
+static uint64_t C[64], D[64], E[65]; /* prompt chains */
 
 static void setup(void)
 {
 	cs_chain(C, 64, 1000);
 	cs_chain(D, 64, 2000);
-	cs_chain(E, 64, 1000);	/* C and one more block */
+	cs_chain(E, 64, 1000); /* C and one more block */
 	E[64] = 5000;
 }
 
@@ -42,13 +42,13 @@ START_TEST(test_random)
 {
 	struct sched *a = cs_sched("random", 4, 2, NULL);
 	struct sched *b = cs_sched("random", 4, 2, NULL);
-	unsigned count[4] = {0};
+	unsigned count[4] = { 0 };
 
 	for (int i = 0; i < 400; i++) {
 		struct sched_decision x = sched_ok(a, C, 8, 16, i);
 		struct sched_decision y = sched_ok(b, C, 8, 16, i);
 
-		ck_assert_uint_eq(x.prefill, y.prefill);	/* seeded */
+		ck_assert_uint_eq(x.prefill, y.prefill); /* seeded */
 		count[x.prefill]++;
 		ck_assert_int_eq(sched_complete(a, x.id, i), 0);
 		ck_assert_int_eq(sched_complete(b, y.id, i), 0);
@@ -77,7 +77,7 @@ START_TEST(test_load)
 
 	for (uint32_t i = 0; i < 4; i++) {
 		d[i] = sched_ok(s, D, 8, 16, 0);
-		ck_assert_uint_eq(d[i].prefill, i);	/* to an idle one */
+		ck_assert_uint_eq(d[i].prefill, i); /* to an idle one */
 	}
 	ck_assert_near(sched_prefill_queue(s, 2, 0), T4K);
 	ck_assert_near(sched_prefill_queue(s, 2, 0.2), T4K - 0.2);
@@ -281,7 +281,7 @@ START_TEST(test_decode_now)
 	a = sched_ok(s, C, 1, 16, 0);
 	ck_assert_uint_eq(a.decode, 0);
 	b = sched_ok(s, D, 1, 16, 0);
-	ck_assert_uint_eq(b.decode, 1);	/* equal load: fewer headed there */
+	ck_assert_uint_eq(b.decode, 1); /* equal load: fewer headed there */
 	ck_assert_int_eq(sched_prefill_done(s, a.id, 0.1), 0);
 	ck_assert_uint_eq(sched_decode_batch(s, 0), 1);
 	ck_assert_int_eq(sched_complete(s, b.id, 0.1), 0);
@@ -332,7 +332,7 @@ START_TEST(test_reject_ttft)
 	cfg.slo_ttft = 1.0;
 	cfg.reject = SCHED_REJECT_EARLY;
 	s = cs_sched("kvcache-centric", 2, 1, &cfg);
-	d = sched_ok(s, C, 64, 16, 0);	/* 5.35 s anywhere */
+	d = sched_ok(s, C, 64, 16, 0); /* 5.35 s anywhere */
 	ck_assert_int_eq(d.verdict, SCHED_REJECT_TTFT);
 	ck_assert_uint_eq(d.id, 0);
 	/* cached on node 1: about 0 s there */
@@ -437,7 +437,7 @@ START_TEST(test_life_errors)
 	r.keys = NULL;
 	ck_assert_int_eq(sched_schedule(s, &r, 0, &d), -EINVAL);
 	r = cs_req(C, 4, 16);
-	r.input_tokens = 100;	/* fewer tokens than 4 full blocks */
+	r.input_tokens = 100; /* fewer tokens than 4 full blocks */
 	ck_assert_int_eq(sched_schedule(s, &r, 0, &d), -EINVAL);
 	sched_destroy(s);
 }
@@ -445,9 +445,10 @@ END_TEST
 
 START_TEST(test_policy_table)
 {
-	static const char *names[] = {"random", "round-robin", "load",
-				      "longest-prefix", "cache-aware",
-				      "kvcache-centric", "lookahead"};
+	static const char *names[] = { "random",      "round-robin",
+				       "load",	      "longest-prefix",
+				       "cache-aware", "kvcache-centric",
+				       "lookahead" };
 
 	ck_assert_uint_eq(sched_policy_count(), 7);
 	for (size_t i = 0; i < 7; i++) {

@@ -13,8 +13,8 @@
 #include "sched/replay.h"
 #include "sched/replay_int.h"
 
-#define T1K 0.09895604649984		/* T(1024) */
-#define T1536 0.150083337191424		/* T(1536) */
+#define T1K 0.09895604649984	/* T(1024) */
+#define T1536 0.150083337191424 /* T(1536) */
 #define T4K 0.422212465065984
 #define T32K 5.348024557502464
 #define XFER1 0.0016777216
@@ -38,10 +38,10 @@ static void on_ev(void *arg, int op, uint64_t key)
 
 START_TEST(test_cache_leaves_first)
 {
-	static const uint64_t a[3] = {1, 2, 3}, b[1] = {10}, c[1] = {20},
-			      d[1] = {30}, e[1] = {40};
+	static const uint64_t a[3] = { 1, 2, 3 }, b[1] = { 10 }, c[1] = { 20 },
+			      d[1] = { 30 }, e[1] = { 40 };
 	struct sim_cache sc;
-	struct evlog log = {0};
+	struct evlog log = { 0 };
 
 	ck_assert_int_eq(sim_cache_init(&sc, 4, on_ev, &log), 0);
 	ck_assert_int_eq(sim_cache_put_chain(&sc, a, 3), 0);
@@ -100,7 +100,7 @@ START_TEST(test_tbt)
 	ck_assert(sim_tbt(v, 0) == 0);
 	for (int i = 0; i < 20; i++)
 		v[i] = (float)(20 - i);
-	ck_assert_near(sim_tbt(v, 20), 19.5);	/* longest 2 of 20 */
+	ck_assert_near(sim_tbt(v, 20), 19.5); /* longest 2 of 20 */
 	v[0] = 5;
 	ck_assert_near(sim_tbt(v, 1), 5);
 	for (size_t n = 1; n <= 300; n += 7) {
@@ -198,8 +198,8 @@ static void run(const struct mini *m, const char *policy, uint32_t np,
 START_TEST(test_replay_by_hand)
 {
 	struct sched_replay_result r;
-	struct mini m = {0};
-	double s1 = 0.009 + 0.00014 + 1537 * 2e-8;	/* step, 1 req */
+	struct mini m = { 0 };
+	double s1 = 0.009 + 0.00014 + 1537 * 2e-8; /* step, 1 req */
 	double s2 = 0.009 + 0.00014 + 1538 * 2e-8;
 
 	mini_add(&m, 0, 1, 2, 1);
@@ -218,7 +218,7 @@ START_TEST(test_replay_by_hand)
 		      "span %.9g", r.span);
 	ck_assert_uint_eq(r.slo_met, 2);
 	ck_assert_near(r.attainment, 1);
-	ck_assert_near(r.capacity, 0.2);	/* 2 met over 10 s */
+	ck_assert_near(r.capacity, 0.2); /* 2 met over 10 s */
 }
 END_TEST
 
@@ -229,7 +229,7 @@ END_TEST
 START_TEST(test_replay_fetch)
 {
 	struct sched_replay_result r;
-	struct mini m = {0};
+	struct mini m = { 0 };
 
 	mini_add(&m, 0, 1, 8, 1);
 	mini_add(&m, 0.5, 100, 64, 1);
@@ -249,7 +249,7 @@ START_TEST(test_replay_reject)
 {
 	struct sched_replay_result r;
 	struct sched_config cfg;
-	struct mini m = {0};
+	struct mini m = { 0 };
 
 	sched_config_default(&cfg);
 	cfg.slo_ttft = 1;
@@ -301,7 +301,7 @@ START_TEST(test_trace_load)
 	ck_assert_near(t.arrival[0], 0);
 	ck_assert_near(t.arrival[1], 0.4);
 	ck_assert_uint_eq(t.input[0], 1024);
-	ck_assert_uint_eq(t.output[1], 1);	/* 0 read as 1 */
+	ck_assert_uint_eq(t.output[1], 1); /* 0 read as 1 */
 	/* full blocks only: 1000 tokens name one block */
 	ck_assert_uint_eq(t.nkeys[0], 2);
 	ck_assert_uint_eq(t.nkeys[1], 1);
@@ -327,8 +327,7 @@ START_TEST(test_trace_bad_line)
 	ck_assert_int_eq(sched_trace_load(path, false, &t, err, sizeof(err)),
 			 -EINVAL);
 	ck_assert_msg(strstr(err, ":3:"), "%s", err);
-	ck_assert_int_eq(sched_trace_load(path, true, &t, err, sizeof(err)),
-			 0);
+	ck_assert_int_eq(sched_trace_load(path, true, &t, err, sizeof(err)), 0);
 	ck_assert_uint_eq(t.n, 3);
 	ck_assert_uint_eq(t.skipped, 1);
 	sched_trace_free(&t);

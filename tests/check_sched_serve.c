@@ -38,14 +38,19 @@ static void srv_teardown(struct srv *srv)
 START_TEST(test_listen)
 {
 	static const char *const bad[] = {
-		"", "127.0.0.1", ":80", "127.0.0.1:", "127.0.0.1:65536",
-		"localhost:80", "127.0.0.1:8x", "::1:80",
+		"",
+		"127.0.0.1",
+		":80",
+		"127.0.0.1:",
+		"127.0.0.1:65536",
+		"localhost:80",
+		"127.0.0.1:8x",
+		"::1:80",
 	};
 	int fd;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(srv_listen(bad[i], &fd) == -EINVAL, "%s",
-			      bad[i]);
+		ck_assert_msg(srv_listen(bad[i], &fd) == -EINVAL, "%s", bad[i]);
 	ck_assert_int_eq(srv_listen("127.0.0.1:0", &fd), 0);
 	ck_assert_uint_gt(srv_port(fd), 0);
 	close(fd);
@@ -54,14 +59,14 @@ END_TEST
 
 START_TEST(test_instances_once)
 {
-	uint32_t pf[2] = {4, 5}, dc[1] = {9};
+	uint32_t pf[2] = { 4, 5 }, dc[1] = { 9 };
 	struct srv srv;
 
 	srv_setup(&srv);
 	ck_assert_int_eq(srv_set_instances(&srv, 0, NULL, 1, NULL), -EINVAL);
-	ck_assert_int_eq(srv_set_instances(&srv, 1, NULL,
-					   SCHED_MAX_INSTANCES + 1, NULL),
-			 -EINVAL);
+	ck_assert_int_eq(
+		srv_set_instances(&srv, 1, NULL, SCHED_MAX_INSTANCES + 1, NULL),
+		-EINVAL);
 	ck_assert_ptr_null(srv.s);
 	ck_assert_int_eq(srv_set_instances(&srv, 2, pf, 1, dc), 0);
 	ck_assert_uint_eq(srv.pf_node[1], 5);
@@ -74,7 +79,7 @@ END_TEST
 
 static int connect_to(int lfd)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sockaddr_in sa = { .sin_family = AF_INET };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	ck_assert_int_ge(fd, 0);
@@ -87,7 +92,7 @@ static int connect_to(int lfd)
 static void send_frame(int fd, uint16_t node, uint64_t seq, uint8_t op,
 		       uint8_t fill, bool corrupt)
 {
-	struct sched_ev_rec r = {.op = op};
+	struct sched_ev_rec r = { .op = op };
 	uint8_t buf[128];
 	long n;
 
@@ -102,7 +107,7 @@ static void send_frame(int fd, uint16_t node, uint64_t seq, uint8_t op,
 /* the index's block count once it reaches want, polled for 2 s at most */
 static size_t blocks_when(struct srv *srv, size_t want)
 {
-	struct timespec ms = {0, 1000000};
+	struct timespec ms = { 0, 1000000 };
 	size_t n = 0;
 
 	for (int i = 0; i < 2000; i++) {

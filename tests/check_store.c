@@ -46,8 +46,8 @@ START_TEST(test_block_life)
 	ck_assert_int_eq(kv_store_get(S, NS, h, &ref), -ENOENT);
 	ck_assert_int_eq(kv_store_lookup(S, NS, h), 0);
 	ck_assert_int_eq(kv_store_stat(S, NS, h, &bi), -ENOENT);
-	ck_assert_int_eq(kv_store_match(S, NS, (const uint8_t(*)[32])h, 1, 0,
-					NULL), 0);
+	ck_assert_int_eq(
+		kv_store_match(S, NS, (const uint8_t(*)[32])h, 1, 0, NULL), 0);
 	ck_assert_int_eq(kv_store_create(S, NS, h, NULL, &wh2), -EEXIST);
 	tu_fill(buf, sizeof(buf), h);
 	ck_assert_int_eq(kv_store_write(S, wh, 100, buf + 100, 200), 0);
@@ -158,8 +158,8 @@ static void chain(uint8_t (*h)[KVFS_HASH_LEN], int n, uint32_t salt)
 {
 	for (int i = 0; i < n; i++) {
 		tu_hash(h[i], (uint32_t)i, salt);
-		ck_assert_int_eq(tu_put_block(S, NS, h[i], i ? h[i - 1] : NULL,
-					      100), 0);
+		ck_assert_int_eq(
+			tu_put_block(S, NS, h[i], i ? h[i - 1] : NULL, 100), 0);
 	}
 }
 
@@ -212,7 +212,7 @@ END_TEST
 START_TEST(test_long_match_lease)
 {
 	enum { N = 100 };
-	uint8_t (*h)[KVFS_HASH_LEN] = malloc(sizeof(*h) * N);
+	uint8_t(*h)[KVFS_HASH_LEN] = malloc(sizeof(*h) * N);
 	struct kv_store *big;
 	struct tu_paths p2;
 	uint64_t lease;
@@ -223,8 +223,8 @@ START_TEST(test_long_match_lease)
 	ck_assert_int_eq(kv_store_ns_create(big, "x", 1, &ns), 0);
 	for (int i = 0; i < N; i++) {
 		tu_hash(h[i], (uint32_t)i, 5);
-		ck_assert_int_eq(tu_put_block(big, ns, h[i],
-					      i ? h[i - 1] : NULL, 1), 0);
+		ck_assert_int_eq(
+			tu_put_block(big, ns, h[i], i ? h[i - 1] : NULL, 1), 0);
 	}
 	/* more than the on-stack slot buffer of the match */
 	ck_assert_int_eq(kv_store_match(big, ns, h, N, 0, &lease), N);
@@ -373,8 +373,10 @@ END_TEST
 START_TEST(test_geometry_and_reformat)
 {
 	struct kv_store_config cfg = {
-		.pool_path = P.pool, .index_dir = P.index,
-		.slot_size = SLOT * 2, .nslots = 8,
+		.pool_path = P.pool,
+		.index_dir = P.index,
+		.slot_size = SLOT * 2,
+		.nslots = 8,
 	};
 	uint8_t h[KVFS_HASH_LEN];
 	struct kv_store_stats ss;
@@ -537,8 +539,9 @@ START_TEST(test_bad_args)
 	ck_assert_int_eq(kv_store_ns_create(S, "", 1, &id), -EINVAL);
 	ck_assert_int_eq(kv_store_ns_create(S, NULL, 1, &id), -EINVAL);
 	ck_assert_int_eq(kv_store_ns_create(S, "z", 0, &id), -EINVAL);
-	ck_assert_int_eq(kv_store_ns_create(S, "z", KVFS_BLOCK_TOKENS_MAX + 1,
-					    &id), -EINVAL);
+	ck_assert_int_eq(
+		kv_store_ns_create(S, "z", KVFS_BLOCK_TOKENS_MAX + 1, &id),
+		-EINVAL);
 	ck_assert_int_eq(kv_store_ns_create(NULL, "z", 1, &id), -EINVAL);
 	ck_assert_int_eq(kv_store_ns_find(S, NULL, &id, NULL), -EINVAL);
 	ck_assert_int_eq(kv_store_ns_remove(S, "a/b"), -EINVAL);
@@ -569,8 +572,9 @@ START_TEST(test_bad_args)
 	ck_assert_int_eq(kv_store_lookup(S, NS, NULL), -EINVAL);
 	ck_assert_int_eq(kv_store_lookup(NULL, NS, h), -EINVAL);
 	ck_assert_int_eq(kv_store_match(S, NS, NULL, 3, 0, &l), -EINVAL);
-	ck_assert_int_eq(kv_store_match(S, 999, (const uint8_t(*)[32])h, 1, 0,
-					&l), -ENOENT);
+	ck_assert_int_eq(
+		kv_store_match(S, 999, (const uint8_t(*)[32])h, 1, 0, &l),
+		-ENOENT);
 	ck_assert_int_eq(kv_store_lease_release(S, 0), -EINVAL);
 	ck_assert_int_eq(kv_store_lease_renew(NULL, 1, 1), -EINVAL);
 	ck_assert_int_eq(kv_store_evict(S, NS, NULL), -EINVAL);

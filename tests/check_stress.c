@@ -12,9 +12,9 @@
 
 #define SLOT 4096
 #define NSLOTS 48
-#define KEYS 160		/* more names than slots: constant eviction */
+#define KEYS 160 /* more names than slots: constant eviction */
 #define THREADS 4
-#define OPS 6000		/* per thread: bounded */
+#define OPS 6000 /* per thread: bounded */
 
 static struct kv_store *S;
 static uint32_t NS;
@@ -111,13 +111,17 @@ static void *worker(void *arg)
 		int k = (int)(rnd(&x) % KEYS);
 
 		switch (rnd(&x) % 8) {
-		case 0: case 1: case 2:
+		case 0:
+		case 1:
+		case 2:
 			op_write(t, k);
 			break;
-		case 3: case 4:
+		case 3:
+		case 4:
 			op_read(t, k);
 			break;
-		case 5: case 6:
+		case 5:
+		case 6:
 			op_match(t, k % (KEYS / 2), &x);
 			break;
 		default:
@@ -155,8 +159,8 @@ START_TEST(test_stress)
 		pthread_join(th[i], NULL);
 
 	for (int i = 0; i < THREADS; i++) {
-		ck_assert_msg(ts[i].bad == 0, "thread %d saw %u bad results",
-			      i, ts[i].bad);
+		ck_assert_msg(ts[i].bad == 0, "thread %d saw %u bad results", i,
+			      ts[i].bad);
 		seals += ts[i].seals;
 	}
 	ck_assert_uint_gt(seals, NSLOTS); /* eviction really happened */
@@ -186,8 +190,8 @@ START_TEST(test_stress)
 	ck_assert_uint_eq(ss.slots_free + cached, NSLOTS);
 	ck_assert_uint_eq(ss.total.seals, seals);
 	/* blocks = seals - evictions - removals */
-	ck_assert_uint_eq(ss.total.seals - ss.total.evictions -
-				  ss.total.removed, cached);
+	ck_assert_uint_eq(
+		ss.total.seals - ss.total.evictions - ss.total.removed, cached);
 	ck_assert_int_eq(kv_store_ns_stats(S, NS, &ns), 0);
 	ck_assert_int_eq(kv_store_stats(S, &ss), 0);
 	ck_assert_uint_eq(ns.blocks, cached);

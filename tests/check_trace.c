@@ -131,99 +131,119 @@ START_TEST(test_parse_bad)
 	static const struct {
 		const char *line, *want;
 	} cases[] = {
-	    {"{", "bad JSON"},
-	    {"[1]", "bad JSON at column 1: expected '{'"},
-	    {"x", "bad JSON at column 1"},
-	    {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
-	     "\"hash_ids\": [1]",
-	     "found the end of the line"},
-	    {"{\"timestamp\": 0,}", "expected a member name"},
-	    {"{\"timestamp\" 0}", "expected ':'"},
-	    {"{\"timestamp\": 0 \"input_length\": 1}", "expected ',' or '}'"},
-	    {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
-	     "\"hash_ids\": [1,]}",
-	     "hash_ids[1] is not a number"},
-	    {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
-	     "\"hash_ids\": [1 2]}",
-	     "expected ',' or ']' in hash_ids"},
-	    {GOOD " x", "more after the object"},
-	    {GOOD "{}", "more after the object"},
-	    {"{\"input_length\": 0, \"output_length\": 1, \"hash_ids\": []}",
-	     "missing field \"timestamp\""},
-	    {"{\"timestamp\": 0, \"output_length\": 1, \"hash_ids\": []}",
-	     "missing field \"input_length\""},
-	    {"{\"timestamp\": 0, \"input_length\": 0, \"hash_ids\": []}",
-	     "missing field \"output_length\""},
-	    {"{\"timestamp\": 0, \"input_length\": 0, \"output_length\": 1}",
-	     "missing field \"hash_ids\""},
-	    {"{}", "missing field \"timestamp\""},
-	    {"{\"timestamp\": 0, \"input_length\": -5, \"output_length\": 1, "
-	     "\"hash_ids\": []}",
-	     "input_length is negative (-5)"},
-	    {"{\"timestamp\": 0, \"input_length\": 0, \"output_length\": -1, "
-	     "\"hash_ids\": []}",
-	     "output_length is negative"},
-	    {"{\"timestamp\": -3, \"input_length\": 0, \"output_length\": 1, "
-	     "\"hash_ids\": []}",
-	     "negative timestamp"},
-	    {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
-	     "\"hash_ids\": [-1]}",
-	     "hash_ids[0] is negative"},
-	    {"{\"timestamp\": 0, \"input_length\": 1.5, \"output_length\": 1, "
-	     "\"hash_ids\": [1]}",
-	     "input_length is not an integer"},
-	    {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
-	     "\"hash_ids\": [1e2]}",
-	     "hash_ids[0] is not an integer"},
-	    {"{\"timestamp\": 0, \"input_length\": \"10\", \"output_length\": "
-	     "1, \"hash_ids\": []}",
-	     "input_length is not a number"},
-	    {"{\"timestamp\": 0, \"input_length\": 18446744073709551616, "
-	     "\"output_length\": 1, \"hash_ids\": []}",
-	     "input_length is out of range"},
-	    {"{\"timestamp\": 1e30, \"input_length\": 0, \"output_length\": 1,"
-	     " \"hash_ids\": []}",
-	     "timestamp out of range"},
-	    {"{\"timestamp\": 0, \"input_length\": 01, \"output_length\": 1, "
-	     "\"hash_ids\": [1]}",
-	     "leading zero"},
-	    {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
-	     "\"hash_ids\": 1}",
-	     "hash_ids is not an array"},
-	    {"{\"timestamp\": 0, \"timestamp\": 0}", "duplicate field"},
-	    /* ceil(L / 512) ids, no more, no fewer */
-	    {"{\"timestamp\": 0, \"input_length\": 1025, \"output_length\": 1,"
-	     " \"hash_ids\": [1, 2]}",
-	     "2 hash_ids, but input_length 1025 needs 3"},
-	    {"{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 1, "
-	     "\"hash_ids\": [1, 2]}",
-	     "needs 1"},
-	    {"{\"timestamp\": 0, \"input_length\": 0, \"output_length\": 1, "
-	     "\"hash_ids\": [1]}",
-	     "needs 0"},
-	    /* strings and literals */
-	    {"{\"timestamp\": 0, \"x\": \"abc}", "unterminated string"},
-	    {"{\"timestamp\": 0, \"x\": \"a\\q\"}", "bad escape"},
-	    {"{\"timestamp\": 0, \"x\": \"a\\u12g4\"}", "bad \\u escape"},
-	    {"{\"timestamp\": 0, \"x\": \"a\\u12\"}", "bad \\u escape"},
-	    {"{\"timestamp\": 0, \"x\": \"a\tb\"}", "control character"},
-	    {"{\"timestamp\": 0, \"x\": tru}", "expected a value"},
-	    {"{\"timestamp\": 0, \"x\": nul", "expected a value"},
-	    {"{\"timestamp\": 0, \"x\": }", "expected a value"},
-	    {"{\"timestamp\": 0, \"x\": -}", "bad number"},
-	    {"{\"timestamp\": 0, \"x\": 1.}", "digit expected after '.'"},
-	    {"{\"timestamp\": 0, \"x\": 1e+}",
-	     "digit expected in the exponent"},
-	    {"{\"timestamp\": 0, \"x\": [1,]}", "expected a value"},
-	    {"{\"timestamp\": 0, \"x\": {\"a\" 1}}", "expected ':'"},
-	    /* "output_leng\th" has a tab in it: not output_length */
-	    {"{\"timestamp\": 0, \"input_length\": 0, \"output_leng\\th\": 1, "
-	     "\"hash_ids\": []}",
-	     "missing field \"output_length\""},
-	    /* \u0000 cannot cut a name short */
-	    {"{\"timestamp\": 0, \"input_length\": 0, "
-	     "\"output_length\\u0000x\": 1, \"hash_ids\": []}",
-	     "missing field \"output_length\""},
+		{ "{", "bad JSON" },
+		{ "[1]", "bad JSON at column 1: expected '{'" },
+		{ "x", "bad JSON at column 1" },
+		{ "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [1]",
+		  "found the end of the line" },
+		{ "{\"timestamp\": 0,}", "expected a member name" },
+		{ "{\"timestamp\" 0}", "expected ':'" },
+		{ "{\"timestamp\": 0 \"input_length\": 1}",
+		  "expected ',' or '}'" },
+		{ "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [1,]}",
+		  "hash_ids[1] is not a number" },
+		{ "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [1 2]}",
+		  "expected ',' or ']' in hash_ids" },
+		{ GOOD " x", "more after the object" },
+		{ GOOD "{}", "more after the object" },
+		{ "{\"input_length\": 0, \"output_length\": 1, \"hash_ids\": "
+		  "[]}",
+		  "missing field \"timestamp\"" },
+		{ "{\"timestamp\": 0, \"output_length\": 1, \"hash_ids\": []}",
+		  "missing field \"input_length\"" },
+		{ "{\"timestamp\": 0, \"input_length\": 0, \"hash_ids\": []}",
+		  "missing field \"output_length\"" },
+		{ "{\"timestamp\": 0, \"input_length\": 0, \"output_length\": "
+		  "1}",
+		  "missing field \"hash_ids\"" },
+		{ "{}", "missing field \"timestamp\"" },
+		{ "{\"timestamp\": 0, \"input_length\": -5, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": []}",
+		  "input_length is negative (-5)" },
+		{ "{\"timestamp\": 0, \"input_length\": 0, \"output_length\": "
+		  "-1, "
+		  "\"hash_ids\": []}",
+		  "output_length is negative" },
+		{ "{\"timestamp\": -3, \"input_length\": 0, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": []}",
+		  "negative timestamp" },
+		{ "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [-1]}",
+		  "hash_ids[0] is negative" },
+		{ "{\"timestamp\": 0, \"input_length\": 1.5, "
+		  "\"output_length\": 1, "
+		  "\"hash_ids\": [1]}",
+		  "input_length is not an integer" },
+		{ "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [1e2]}",
+		  "hash_ids[0] is not an integer" },
+		{ "{\"timestamp\": 0, \"input_length\": \"10\", "
+		  "\"output_length\": "
+		  "1, \"hash_ids\": []}",
+		  "input_length is not a number" },
+		{ "{\"timestamp\": 0, \"input_length\": 18446744073709551616, "
+		  "\"output_length\": 1, \"hash_ids\": []}",
+		  "input_length is out of range" },
+		{ "{\"timestamp\": 1e30, \"input_length\": 0, "
+		  "\"output_length\": 1,"
+		  " \"hash_ids\": []}",
+		  "timestamp out of range" },
+		{ "{\"timestamp\": 0, \"input_length\": 01, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [1]}",
+		  "leading zero" },
+		{ "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": 1}",
+		  "hash_ids is not an array" },
+		{ "{\"timestamp\": 0, \"timestamp\": 0}", "duplicate field" },
+		/* ceil(L / 512) ids, no more, no fewer */
+		{ "{\"timestamp\": 0, \"input_length\": 1025, "
+		  "\"output_length\": 1,"
+		  " \"hash_ids\": [1, 2]}",
+		  "2 hash_ids, but input_length 1025 needs 3" },
+		{ "{\"timestamp\": 0, \"input_length\": 512, "
+		  "\"output_length\": 1, "
+		  "\"hash_ids\": [1, 2]}",
+		  "needs 1" },
+		{ "{\"timestamp\": 0, \"input_length\": 0, \"output_length\": "
+		  "1, "
+		  "\"hash_ids\": [1]}",
+		  "needs 0" },
+		/* strings and literals */
+		{ "{\"timestamp\": 0, \"x\": \"abc}", "unterminated string" },
+		{ "{\"timestamp\": 0, \"x\": \"a\\q\"}", "bad escape" },
+		{ "{\"timestamp\": 0, \"x\": \"a\\u12g4\"}", "bad \\u escape" },
+		{ "{\"timestamp\": 0, \"x\": \"a\\u12\"}", "bad \\u escape" },
+		{ "{\"timestamp\": 0, \"x\": \"a\tb\"}", "control character" },
+		{ "{\"timestamp\": 0, \"x\": tru}", "expected a value" },
+		{ "{\"timestamp\": 0, \"x\": nul", "expected a value" },
+		{ "{\"timestamp\": 0, \"x\": }", "expected a value" },
+		{ "{\"timestamp\": 0, \"x\": -}", "bad number" },
+		{ "{\"timestamp\": 0, \"x\": 1.}", "digit expected after '.'" },
+		{ "{\"timestamp\": 0, \"x\": 1e+}",
+		  "digit expected in the exponent" },
+		{ "{\"timestamp\": 0, \"x\": [1,]}", "expected a value" },
+		{ "{\"timestamp\": 0, \"x\": {\"a\" 1}}", "expected ':'" },
+		/* "output_leng\th" has a tab in it: not output_length */
+		{ "{\"timestamp\": 0, \"input_length\": 0, "
+		  "\"output_leng\\th\": 1, "
+		  "\"hash_ids\": []}",
+		  "missing field \"output_length\"" },
+		/* \u0000 cannot cut a name short */
+		{ "{\"timestamp\": 0, \"input_length\": 0, "
+		  "\"output_length\\u0000x\": 1, \"hash_ids\": []}",
+		  "missing field \"output_length\"" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -301,9 +321,11 @@ static void ck_parse_sane(const char *line, size_t len)
 START_TEST(test_fuzz)
 {
 	const char *seed[] = {
-	    GOOD,
-	    "{\"timestamp\": 0, \"input_length\": 513, \"output_length\": 1, "
-	    "\"x\": [{\"a\": \"\\u00e9\"}, null, true], \"hash_ids\": [1, 2]}",
+		GOOD,
+		"{\"timestamp\": 0, \"input_length\": 513, \"output_length\": "
+		"1, "
+		"\"x\": [{\"a\": \"\\u00e9\"}, null, true], \"hash_ids\": [1, "
+		"2]}",
 	};
 	uint64_t s = 0x5eed;
 	char buf[512];
@@ -318,10 +340,12 @@ START_TEST(test_fuzz)
 			for (size_t k = 0; k < len; k++) {
 				s = s * 6364136223846793005ull + 1;
 				buf[k] =
-				    (s >> 60) & 1
-					? (char)(s >> 40)
-					: fuzz_alpha[(s >> 33) %
-						     (sizeof(fuzz_alpha) - 1)];
+					(s >> 60) & 1
+						? (char)(s >> 40)
+						: fuzz_alpha
+							  [(s >> 33) %
+							   (sizeof(fuzz_alpha) -
+							    1)];
 			}
 		} else {
 			/* a valid line with a few bytes flipped, cut or
@@ -339,9 +363,9 @@ START_TEST(test_fuzz)
 				switch ((s >> 20) % 3) {
 				case 0:
 					buf[at] =
-					    fuzz_alpha[(s >> 50) %
-						       (sizeof(fuzz_alpha) -
-							1)];
+						fuzz_alpha[(s >> 50) %
+							   (sizeof(fuzz_alpha) -
+							    1)];
 					break;
 				case 1:
 					memmove(buf + at, buf + at + 1,
@@ -376,14 +400,14 @@ static FILE *mem_file(const char *text, size_t len)
 }
 
 static const char reader_text[] =
-    GOOD "\n"
-	 "\n"
-	 "{\"timestamp\": 30, \"input_length\": -1}\n"
-	 "{\"timestamp\": 40, \"input_length\": 10, \"output_length\": 1, "
-	 "\"hash_ids\": [9]}\r\n"
-	 "not json\n"
-	 "{\"timestamp\": 50, \"input_length\": 0, \"output_length\": 1, "
-	 "\"hash_ids\": []}"; /* no final newline */
+	GOOD "\n"
+	     "\n"
+	     "{\"timestamp\": 30, \"input_length\": -1}\n"
+	     "{\"timestamp\": 40, \"input_length\": 10, \"output_length\": 1, "
+	     "\"hash_ids\": [9]}\r\n"
+	     "not json\n"
+	     "{\"timestamp\": 50, \"input_length\": 0, \"output_length\": 1, "
+	     "\"hash_ids\": []}"; /* no final newline */
 
 START_TEST(test_reader_lines)
 {
@@ -493,11 +517,13 @@ END_TEST
 
 START_TEST(test_tokens)
 {
-	uint64_t ids_a[] = {5, 6, 7}, ids_b[] = {5, 6, 8};
-	struct kvfs_trace_rec a = {
-	    .input_length = 1536, .hash_ids = ids_a, .n = 3};
-	struct kvfs_trace_rec b = {
-	    .input_length = 1600, .hash_ids = ids_b, .n = 4};
+	uint64_t ids_a[] = { 5, 6, 7 }, ids_b[] = { 5, 6, 8 };
+	struct kvfs_trace_rec a = { .input_length = 1536,
+				    .hash_ids = ids_a,
+				    .n = 3 };
+	struct kvfs_trace_rec b = { .input_length = 1600,
+				    .hash_ids = ids_b,
+				    .n = 4 };
 	uint8_t ha[3][KVFS_HASH_LEN], hb[3][KVFS_HASH_LEN];
 	uint32_t *ta = calloc(2048, sizeof(*ta)), *tb = calloc(2048, 4);
 	uint32_t one[512];

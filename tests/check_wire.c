@@ -19,18 +19,23 @@ static void sample(struct kv_wire_msg *m, uint8_t type, uint64_t data)
 	m->type = type;
 	m->id = 0x1122334455667788ull + type;
 	switch (type) {
-	case KV_WIRE_GET: case KV_WIRE_HAS: case KV_WIRE_LOCATE:
+	case KV_WIRE_GET:
+	case KV_WIRE_HAS:
+	case KV_WIRE_LOCATE:
 		tu_hash(m->hash, type, 1);
 		snprintf(m->ns, sizeof(m->ns), "llama-3/tp%u", type);
 		m->ns[5] = '_';
 		break;
-	case KV_WIRE_PUT: case KV_WIRE_ALLOC:
+	case KV_WIRE_PUT:
+	case KV_WIRE_ALLOC:
 		tu_hash(m->hash, type, 1);
 		snprintf(m->ns, sizeof(m->ns), "model-%u", type);
 		/* fall through */
-	case KV_WIRE_GET_OK: case KV_WIRE_LOCATE_OK:
-		m->size = type == KV_WIRE_ALLOC || type == KV_WIRE_LOCATE_OK ?
-			  4096 : data;
+	case KV_WIRE_GET_OK:
+	case KV_WIRE_LOCATE_OK:
+		m->size = type == KV_WIRE_ALLOC || type == KV_WIRE_LOCATE_OK
+				  ? 4096
+				  : data;
 		m->crc = 0xdeadbeef;
 		m->block_tokens = 16;
 		m->has_parent = true;
@@ -41,7 +46,9 @@ static void sample(struct kv_wire_msg *m, uint8_t type, uint64_t data)
 			m->token = 99;
 		}
 		break;
-	case KV_WIRE_HELLO: case KV_WIRE_CHALLENGE: case KV_WIRE_AUTH:
+	case KV_WIRE_HELLO:
+	case KV_WIRE_CHALLENGE:
+	case KV_WIRE_AUTH:
 		memset(m->nonce, type == KV_WIRE_AUTH ? 0 : 0xa5, 32);
 		memset(m->mac, type == KV_WIRE_HELLO ? 0 : 0x5a, 32);
 		if (type == KV_WIRE_HELLO)
@@ -57,14 +64,23 @@ static void sample(struct kv_wire_msg *m, uint8_t type, uint64_t data)
 		m->err = ENOENT;
 		break;
 	case KV_WIRE_RDMA_EP:
-		m->ep.lid = 3; m->ep.port = 1; m->ep.mtu = 5; m->ep.qpn = 0x123;
-		m->ep.psn = 0x456; m->ep.rkey = 9; m->ep.addr = 1u << 20;
-		m->ep.len = 1u << 24; memset(m->ep.gid, 0xfe, 16);
+		m->ep.lid = 3;
+		m->ep.port = 1;
+		m->ep.mtu = 5;
+		m->ep.qpn = 0x123;
+		m->ep.psn = 0x456;
+		m->ep.rkey = 9;
+		m->ep.addr = 1u << 20;
+		m->ep.len = 1u << 24;
+		memset(m->ep.gid, 0xfe, 16);
 		break;
 	case KV_WIRE_ALLOC_OK:
-		m->addr = 4096; m->rkey = 5; m->token = 6;
+		m->addr = 4096;
+		m->rkey = 5;
+		m->token = 6;
 		break;
-	case KV_WIRE_RELEASE: case KV_WIRE_COMMIT:
+	case KV_WIRE_RELEASE:
+	case KV_WIRE_COMMIT:
 		m->token = 42;
 		break;
 	default:
@@ -144,29 +160,29 @@ START_TEST(test_bad_header)
 	len = frame(&m, buf, sizeof(buf));
 
 	memcpy(bad, buf, len);
-	bad[0] = 'X';	/* magic */
+	bad[0] = 'X'; /* magic */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[4] = 2;	/* version */
+	bad[4] = 2; /* version */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EPROTO);
 	memcpy(bad, buf, len);
-	bad[5] = 99;	/* type */
+	bad[5] = 99; /* type */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[6] = 1;	/* flags */
+	bad[6] = 1; /* flags */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[14] = 1;	/* reserved */
+	bad[14] = 1; /* reserved */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[11] = 0x80;	/* payload_len 2 GiB: oversized */
+	bad[11] = 0x80; /* payload_len 2 GiB: oversized */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[8]++;	/* payload != meta on a type without data */
-	ck_assert_int_eq(kv_wire_parse(bad, len + 1, &d, NULL, NULL),
-			 -EBADMSG);
+	bad[8]++; /* payload != meta on a type without data */
+	ck_assert_int_eq(kv_wire_parse(bad, len + 1, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[12] = 0xff; bad[13] = 0x7f;	/* meta_len > max */
+	bad[12] = 0xff;
+	bad[13] = 0x7f; /* meta_len > max */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 }
 END_TEST
@@ -236,7 +252,7 @@ START_TEST(test_garbage)
 			x = x * 6364136223846793005ull + 1442695040888963407ull;
 			buf[k] = (uint8_t)(x >> 56);
 		}
-		if (i % 2 && len >= 8) {	/* a good magic and version */
+		if (i % 2 && len >= 8) { /* a good magic and version */
 			memcpy(buf, KV_WIRE_MAGIC, 4);
 			buf[4] = KV_WIRE_VERSION;
 		}
@@ -252,10 +268,12 @@ START_TEST(test_auth_ok)
 	struct kv_auth c, s;
 	struct kv_wire_msg hello, ch, au, ok = { .type = KV_WIRE_AUTH_OK };
 
-	ck_assert_int_eq(kv_auth_init(&c, KV_AUTH_CLIENT, SECRET,
-				      sizeof(SECRET) - 1), 0);
-	ck_assert_int_eq(kv_auth_init(&s, KV_AUTH_SERVER, SECRET,
-				      sizeof(SECRET) - 1), 0);
+	ck_assert_int_eq(
+		kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1),
+		0);
+	ck_assert_int_eq(
+		kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1),
+		0);
 	ck_assert_int_eq(kv_auth_client_hello(&c, &hello), 0);
 	ck_assert_int_eq(kv_auth_server_challenge(&s, &hello, &ch), 0);
 	ck_assert_int_eq(kv_auth_client_answer(&c, &ch, &au), 0);

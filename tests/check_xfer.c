@@ -20,13 +20,13 @@
 
 #define SLOT 8192
 #define NSLOTS 64
-#define TMO 600		/* ms: the engines' timeout in most tests */
+#define TMO 600 /* ms: the engines' timeout in most tests */
 
 static const uint8_t SECRET[] = "test-cluster-secret-0123456789";
 static const uint8_t WRONG[] = "not-the-cluster-secret-987654321";
 
 static struct tu_paths PA, PB;
-static struct kv_store *SA, *SB;	/* A serves, B asks */
+static struct kv_store *SA, *SB; /* A serves, B asks */
 static struct kv_xfer *XA, *XB;
 static uint32_t NSA;
 static char PEER[64];
@@ -125,7 +125,7 @@ START_TEST(test_fetch)
 	kv_xfer_forget(XB, PEER);
 	kv_xfer_stats(XB, &xs);
 	ck_assert_uint_eq(xs.conns, 0);
-	ck_assert_int_eq(kv_xfer_ping(XB, PEER), 0);	/* dials again */
+	ck_assert_int_eq(kv_xfer_ping(XB, PEER), 0); /* dials again */
 }
 END_TEST
 
@@ -141,11 +141,13 @@ START_TEST(test_fetch_many)
 		if (i < N)
 			ck_assert_int_eq(tu_put_block(SA, NSA, h[i],
 						      i ? h[i - 1] : NULL,
-						      blen(i)), 0);
+						      blen(i)),
+					 0);
 	}
 	ck_assert_int_eq(kv_xfer_fetch_many(XB, PEER, "m",
 					    (const uint8_t(*)[32])h, N + 1,
-					    res), N);
+					    res),
+			 N);
 	ck_assert_int_eq(kv_store_ns_find(SB, "m", &nsb, &bt), 0);
 	for (uint32_t i = 0; i < N; i++) {
 		ck_assert_int_eq(res[i], 0);
@@ -277,8 +279,7 @@ START_TEST(test_wrong_secret)
 	{
 		char peer[64];
 
-		snprintf(peer, sizeof(peer), "127.0.0.1:%d",
-			 kv_xfer_port(bad));
+		snprintf(peer, sizeof(peer), "127.0.0.1:%d", kv_xfer_port(bad));
 		ck_assert_int_eq(kv_xfer_ping(XA, peer), -EACCES);
 	}
 	kv_xfer_close(bad);
@@ -289,11 +290,11 @@ END_TEST
 /* ---- fake peers ---------------------------------------------------- */
 
 enum fake_mode {
-	FAKE_SILENT,		/* accept, say nothing */
-	FAKE_AUTH_SILENT,	/* authenticate, then never answer */
-	FAKE_GARBAGE,		/* authenticate, answer with garbage */
-	FAKE_TRUNCATED,		/* GET_OK with half the data, then stall */
-	FAKE_BAD_CRC,		/* GET_OK whose crc is wrong */
+	FAKE_SILENT,	  /* accept, say nothing */
+	FAKE_AUTH_SILENT, /* authenticate, then never answer */
+	FAKE_GARBAGE,	  /* authenticate, answer with garbage */
+	FAKE_TRUNCATED,	  /* GET_OK with half the data, then stall */
+	FAKE_BAD_CRC,	  /* GET_OK whose crc is wrong */
 };
 
 struct fake {
@@ -324,8 +325,7 @@ static int rd_msg(int fd, struct kv_wire_msg *m)
 	struct kv_wire_hdr h;
 
 	if (rd(fd, hb, sizeof(hb)) || kv_wire_hdr_decode(hb, sizeof(hb), &h) ||
-	    rd(fd, meta, h.meta_len) ||
-	    kv_wire_decode(&h, meta, h.meta_len, m))
+	    rd(fd, meta, h.meta_len) || kv_wire_decode(&h, meta, h.meta_len, m))
 		return -1;
 	return 0;
 }
@@ -394,7 +394,7 @@ static void *fake_main(void *arg)
 			break;
 		}
 	}
-	while (!f->quit) {	/* hold the connection open, say nothing */
+	while (!f->quit) { /* hold the connection open, say nothing */
 		struct timespec ts = { 0, 20000000 };
 
 		nanosleep(&ts, NULL);
@@ -445,7 +445,9 @@ static int fetch_fake(struct fake *f, uint64_t *ms)
 START_TEST(test_timeout)
 {
 	static const enum fake_mode modes[] = {
-		FAKE_SILENT, FAKE_AUTH_SILENT, FAKE_TRUNCATED,
+		FAKE_SILENT,
+		FAKE_AUTH_SILENT,
+		FAKE_TRUNCATED,
 	};
 	struct kv_store_stats ss;
 
@@ -597,7 +599,7 @@ START_TEST(test_close_inflight)
 	pthread_join(t, &rc);
 	ck_assert_int_eq((int)(intptr_t)rc, -ECANCELED);
 	fake_stop(&f);
-	XB = engine(SB, NULL, SECRET, TMO);	/* for teardown */
+	XB = engine(SB, NULL, SECRET, TMO); /* for teardown */
 }
 END_TEST
 

@@ -18,8 +18,11 @@ static const uint8_t SECRET[] = "test-cluster-secret-0123456789";
 static struct kv_xfer *engine(struct kv_store *st, const char *listen)
 {
 	struct kv_xfer_config cfg = {
-		.store = st, .listen = listen, .secret = SECRET,
-		.secret_len = 30, .transport = KV_TRANSPORT_RDMA,
+		.store = st,
+		.listen = listen,
+		.secret = SECRET,
+		.secret_len = 30,
+		.transport = KV_TRANSPORT_RDMA,
 		.timeout_ms = 2000,
 	};
 	struct kv_xfer *x = NULL;

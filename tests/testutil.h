@@ -22,7 +22,7 @@
 #include "kvstore/store.h"
 
 static char tu_root[256];
-static char tu_shm[128];	/* pool name prefix: /dev/shm/<this>-N.pool */
+static char tu_shm[128]; /* pool name prefix: /dev/shm/<this>-N.pool */
 static unsigned tu_seq;
 
 static inline void tu_init(const char *name)
@@ -41,7 +41,7 @@ static inline void tu_init(const char *name)
 }
 
 static inline int tu_rm(const char *path, const struct stat *sb, int flag,
-		 struct FTW *ftw)
+			struct FTW *ftw)
 {
 	return remove(path);
 }
@@ -81,8 +81,8 @@ static inline void tu_paths(struct tu_paths *p)
 		 (int)getpid(), n);
 }
 
-static inline struct kv_store *tu_open(const struct tu_paths *p, uint64_t slot_size,
-				uint32_t nslots)
+static inline struct kv_store *tu_open(const struct tu_paths *p,
+				       uint64_t slot_size, uint32_t nslots)
 {
 	struct kv_store_config cfg = {
 		.pool_path = p->pool,
@@ -107,12 +107,13 @@ static inline void tu_hash(uint8_t h[KVFS_HASH_LEN], uint32_t i, uint32_t salt)
 		x *= 0xbf58476d1ce4e5b9ull;
 		h[k] = (uint8_t)(x >> 56);
 	}
-	memcpy(h, &i, sizeof(i));	/* guarantee distinct i */
+	memcpy(h, &i, sizeof(i)); /* guarantee distinct i */
 	memcpy(h + 4, &salt, sizeof(salt));
 }
 
 /* fill buf with bytes derived from (hash, len) */
-static inline void tu_fill(void *buf, size_t len, const uint8_t h[KVFS_HASH_LEN])
+static inline void tu_fill(void *buf, size_t len,
+			   const uint8_t h[KVFS_HASH_LEN])
 {
 	uint64_t x;
 	uint8_t *p = buf;
@@ -126,8 +127,8 @@ static inline void tu_fill(void *buf, size_t len, const uint8_t h[KVFS_HASH_LEN]
 
 /* create + write + seal one block of len bytes; returns the seal's rc */
 static inline int tu_put_block(struct kv_store *st, uint32_t ns,
-			const uint8_t h[KVFS_HASH_LEN], const uint8_t *parent,
-			size_t len)
+			       const uint8_t h[KVFS_HASH_LEN],
+			       const uint8_t *parent, size_t len)
 {
 	uint8_t buf[65536];
 	uint32_t wh;
@@ -148,7 +149,7 @@ static inline int tu_put_block(struct kv_store *st, uint32_t ns,
 
 /* 1 when the block is cached with exactly the bytes tu_fill makes */
 static inline int tu_verify(struct kv_store *st, uint32_t ns,
-		     const uint8_t h[KVFS_HASH_LEN], size_t len)
+			    const uint8_t h[KVFS_HASH_LEN], size_t len)
 {
 	uint8_t buf[65536];
 	struct kv_ref ref;

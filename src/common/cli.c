@@ -113,8 +113,9 @@ static int parse_num(const char *cmd, const char *opt, const char *arg,
 		const char *u = strchr(units, *end & ~0x20);
 
 		if (!u || !*u || end[1]) {
-			cli_usage_error(cmd, "%s: '%s' has an unknown suffix "
-					     "(K, M or G)",
+			cli_usage_error(cmd,
+					"%s: '%s' has an unknown suffix "
+					"(K, M or G)",
 					opt, arg);
 			return -EINVAL;
 		}
@@ -188,8 +189,7 @@ bool cli_progress_due(const struct cli_progress *p)
 	return kvfs_mono_ns() >= p->next_ns;
 }
 
-void cli_progress_say(struct cli_progress *p, bool final, const char *fmt,
-		      ...)
+void cli_progress_say(struct cli_progress *p, bool final, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -72,10 +72,10 @@ int cli_parse_double(const char *cmd, const char *opt, const char *arg,
 
 struct cli_progress {
 	const char *what;
-	uint64_t total;	   /* 0: no "/total" */
-	uint64_t next_ns;  /* no line before this (CLOCK_MONOTONIC) */
-	bool tty;	   /* stderr is a terminal */
-	bool drawn;	   /* a '\r' line is on screen, to erase */
+	uint64_t total;	  /* 0: no "/total" */
+	uint64_t next_ns; /* no line before this (CLOCK_MONOTONIC) */
+	bool tty;	  /* stderr is a terminal */
+	bool drawn;	  /* a '\r' line is on screen, to erase */
 };
 
 void cli_progress_start(struct cli_progress *p, const char *what,
@@ -85,8 +85,8 @@ void cli_progress_draw(struct cli_progress *p, uint64_t done);
 /* true when a line is due now: format one and call cli_progress_say */
 bool cli_progress_due(const struct cli_progress *p);
 /* a line of the caller's own; final: the last one, always printed */
-void cli_progress_say(struct cli_progress *p, bool final, const char *fmt,
-		      ...) __attribute__((format(printf, 3, 4)));
+void cli_progress_say(struct cli_progress *p, bool final, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* erase a drawn terminal line, so that results follow on a clean one */
 void cli_progress_end(struct cli_progress *p);
 

@@ -26,8 +26,9 @@ static void crc_init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-					  crc_table[0][crc_table[t - 1][i] & 0xff];
+			crc_table[t][i] =
+				(crc_table[t - 1][i] >> 8) ^
+				crc_table[0][crc_table[t - 1][i] & 0xff];
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	crc_hw = __builtin_cpu_supports("sse4.2");
@@ -54,11 +55,9 @@ static uint32_t crc_sw(uint32_t crc, const unsigned char *p, size_t len)
 		crc = crc_table[7][crc & 0xff] ^
 		      crc_table[6][(crc >> 8) & 0xff] ^
 		      crc_table[5][(crc >> 16) & 0xff] ^
-		      crc_table[4][crc >> 24] ^
-		      crc_table[3][(v >> 32) & 0xff] ^
+		      crc_table[4][crc >> 24] ^ crc_table[3][(v >> 32) & 0xff] ^
 		      crc_table[2][(v >> 40) & 0xff] ^
-		      crc_table[1][(v >> 48) & 0xff] ^
-		      crc_table[0][v >> 56];
+		      crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
 		p += 8;
 		len -= 8;
 	}
@@ -84,8 +83,8 @@ static uint32_t crc_sw(uint32_t crc, const unsigned char *p, size_t len)
 
 static uint32_t crc_zero[4][256];
 
-__attribute__((target("sse4.2")))
-static uint32_t crc_hw_1(uint32_t crc, const unsigned char *p, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw_1(uint32_t crc, const unsigned char *p, size_t len)
 {
 	uint64_t c = crc;
 
@@ -113,8 +112,7 @@ static uint32_t crc_shift(uint32_t x)
 	       crc_zero[2][(x >> 16) & 0xff] ^ crc_zero[3][x >> 24];
 }
 
-__attribute__((target("sse4.2")))
-static void crc_zero_init(void)
+__attribute__((target("sse4.2"))) static void crc_zero_init(void)
 {
 	static const unsigned char zeros[STRIDE];
 	uint32_t col[32];
@@ -132,12 +130,13 @@ static void crc_zero_init(void)
 		}
 }
 
-__attribute__((target("sse4.2")))
-static uint32_t crc_hw_run(uint32_t crc, const unsigned char *p, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw_run(uint32_t crc, const unsigned char *p, size_t len)
 {
 	while (len >= 3 * STRIDE) {
 		uint64_t c0 = crc, c1 = 0, c2 = 0;
-		const unsigned char *a = p, *b = p + STRIDE, *d = p + 2 * STRIDE;
+		const unsigned char *a = p, *b = p + STRIDE,
+				    *d = p + 2 * STRIDE;
 
 		for (size_t k = 0; k < STRIDE; k += 8) {
 			uint64_t x, y, z;

@@ -31,15 +31,15 @@
 
 struct kvfs_ctl {
 	int fd;
-	unsigned owed;	/* responses of kvfs_ctl_post requests not read yet */
-	char *in; /* bytes received past the last response */
+	unsigned owed; /* responses of kvfs_ctl_post requests not read yet */
+	char *in;      /* bytes received past the last response */
 	size_t in_len;
 	size_t in_cap;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -120,7 +120,7 @@ static int resolve(const char *target, char *path, size_t len, char *err,
 
 static void set_timeouts(int fd)
 {
-	struct timeval tv = {.tv_sec = CTL_TIMEOUT_S};
+	struct timeval tv = { .tv_sec = CTL_TIMEOUT_S };
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -128,7 +128,7 @@ static void set_timeouts(int fd)
 
 static int dial(struct kvfs_ctl *c, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char why[128];
 	int e;
 
@@ -211,10 +211,10 @@ static int io_errno(int e)
 static int send_line(int fd, const char *req, size_t len)
 {
 	struct iovec iov[2] = {
-	    {.iov_base = (void *)req, .iov_len = len},
-	    {.iov_base = "\n", .iov_len = 1},
+		{ .iov_base = (void *)req, .iov_len = len },
+		{ .iov_base = "\n", .iov_len = 1 },
 	};
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 
 	while (mh.msg_iovlen) {
 		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
@@ -264,9 +264,9 @@ static int recv_line(struct kvfs_ctl *c, char **resp)
 	for (;;) {
 		ssize_t n;
 
-		nl = c->in_len > scanned
-			 ? memchr(c->in + scanned, '\n', c->in_len - scanned)
-			 : NULL;
+		nl = c->in_len > scanned ? memchr(c->in + scanned, '\n',
+						  c->in_len - scanned)
+					 : NULL;
 		if (nl)
 			break;
 

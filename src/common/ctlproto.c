@@ -18,7 +18,7 @@ void kvfs_ctlp_pct_encode(struct kvfs_buf *b, const char *s, size_t len)
 	const unsigned char *p = (const unsigned char *)s;
 
 	for (size_t i = 0; i < len; i++) {
-		char esc[3] = {'%', hex[p[i] >> 4], hex[p[i] & 15]};
+		char esc[3] = { '%', hex[p[i] >> 4], hex[p[i] & 15] };
 
 		if (pct_plain(p[i]))
 			kvfs_buf_add(b, &p[i], 1);
@@ -77,14 +77,14 @@ static const struct {
 	int err;
 	const char *name;
 } errno_names[] = {
-    E(EPERM),	   E(ENOENT),	    E(EINTR),	   E(EIO),
-    E(E2BIG),	   E(EBADF),	    E(EAGAIN),	   E(ENOMEM),
-    E(EACCES),	   E(EFAULT),	    E(EBUSY),	   E(EEXIST),
-    E(EINVAL),	   E(EMFILE),	    E(EFBIG),	   E(ENOSPC),
-    E(EROFS),	   E(EPIPE),	    E(ERANGE),	   E(ENAMETOOLONG),
-    E(ENOSYS),	   E(ENOTEMPTY),    E(EPROTO),	   E(EMSGSIZE),
-    E(ENOTSOCK),   E(ECONNREFUSED), E(ECONNRESET), E(ETIMEDOUT),
-    E(EADDRINUSE), E(ENOTSUP),	    E(EOVERFLOW),  E(ENODATA),
+	E(EPERM),      E(ENOENT),	E(EINTR),      E(EIO),
+	E(E2BIG),      E(EBADF),	E(EAGAIN),     E(ENOMEM),
+	E(EACCES),     E(EFAULT),	E(EBUSY),      E(EEXIST),
+	E(EINVAL),     E(EMFILE),	E(EFBIG),      E(ENOSPC),
+	E(EROFS),      E(EPIPE),	E(ERANGE),     E(ENAMETOOLONG),
+	E(ENOSYS),     E(ENOTEMPTY),	E(EPROTO),     E(EMSGSIZE),
+	E(ENOTSOCK),   E(ECONNREFUSED), E(ECONNRESET), E(ETIMEDOUT),
+	E(EADDRINUSE), E(ENOTSUP),	E(EOVERFLOW),  E(ENODATA),
 };
 #undef E
 

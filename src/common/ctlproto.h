@@ -146,13 +146,13 @@
 
 #include "src/common/json.h"
 
-#define CTLP_LINE_MAX (1u << 20)	/* request bytes, "\n" included */
-#define CTLP_HASHES_MAX 16000u		/* hashes in one lookup/match/pin */
-#define CTLP_LS_DEFAULT 1000u		/* blocks per ls page by default */
-#define CTLP_LS_MAX 10000u		/* most blocks per ls page */
-#define CTLP_LEASE_MS_MAX 86400000u	/* 24 h: longest lease or renewal */
-#define CTLP_RESP_MAX (64u << 20)	/* longest response a client reads */
-#define CTLP_NS_PCT_MAX (3 * 255)	/* longest encoded namespace */
+#define CTLP_LINE_MAX (1u << 20)    /* request bytes, "\n" included */
+#define CTLP_HASHES_MAX 16000u	    /* hashes in one lookup/match/pin */
+#define CTLP_LS_DEFAULT 1000u	    /* blocks per ls page by default */
+#define CTLP_LS_MAX 10000u	    /* most blocks per ls page */
+#define CTLP_LEASE_MS_MAX 86400000u /* 24 h: longest lease or renewal */
+#define CTLP_RESP_MAX (64u << 20)   /* longest response a client reads */
+#define CTLP_NS_PCT_MAX (3 * 255)   /* longest encoded namespace */
 
 /* append s[0..len-1] percent-encoded (bytes outside [A-Za-z0-9._~-]) */
 void kvfs_ctlp_pct_encode(struct kvfs_buf *b, const char *s, size_t len);

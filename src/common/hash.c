@@ -24,7 +24,6 @@ static const char seed_magic[] = "kvfs-v1"; /* sizeof includes the 0x00 */
 /* tokens encoded per EVP_DigestUpdate when the host is big-endian */
 #define ENC_CHUNK 256
 
-
 /* folds to a constant; keeps the byte-order choice out of the preprocessor */
 static int host_is_le(void)
 {
@@ -81,8 +80,8 @@ static int update_tokens(EVP_MD_CTX *ctx, const uint32_t *tok, size_t n)
 static int md_init(EVP_MD_CTX *ctx, int first)
 {
 	return EVP_DigestInit_ex(ctx, first ? EVP_sha256() : NULL, NULL) == 1
-		   ? 0
-		   : -EIO;
+		       ? 0
+		       : -EIO;
 }
 
 static int md_final(EVP_MD_CTX *ctx, uint8_t out[KVFS_HASH_LEN])
@@ -97,7 +96,7 @@ static int md_final(EVP_MD_CTX *ctx, uint8_t out[KVFS_HASH_LEN])
 static int seed_ctx(EVP_MD_CTX *ctx, const char *ns, uint32_t block_tokens,
 		    uint8_t out[KVFS_HASH_LEN])
 {
-	uint8_t tail[5] = {0}; /* 0x00 then u32le(block_tokens) */
+	uint8_t tail[5] = { 0 }; /* 0x00 then u32le(block_tokens) */
 	int rc;
 
 	kv_put_le32(tail + 1, block_tokens);

@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KVFS_HASH_LEN 32		/* bytes of one block hash */
-#define KVFS_HASH_HEX_LEN 64		/* chars of its name, no NUL */
-#define KVFS_NS_MAX 255			/* longest namespace name, bytes */
+#define KVFS_HASH_LEN 32		 /* bytes of one block hash */
+#define KVFS_HASH_HEX_LEN 64		 /* chars of its name, no NUL */
+#define KVFS_NS_MAX 255			 /* longest namespace name, bytes */
 #define KVFS_BLOCK_TOKENS_MAX (1u << 20) /* largest block_tokens accepted */
 
 /*
@@ -48,9 +48,9 @@ int kvfs_hash_next(const uint8_t prev[KVFS_HASH_LEN], const uint32_t *tok,
  * hashes to out and returns that count (>= 0), or a negative errno
  * (-EINVAL for a bad ns, B == 0, or NULL tokens with ntokens > 0).
  */
-long kvfs_hash_chain(const char *ns, uint32_t block_tokens,
-		     const uint32_t *tok, size_t ntokens,
-		     uint8_t (*out)[KVFS_HASH_LEN], size_t max_out);
+long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
+		     size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
+		     size_t max_out);
 
 /* lowercase hex; hex must hold KVFS_HASH_HEX_LEN + 1 bytes (NUL added) */
 void kvfs_hash_to_hex(const uint8_t h[KVFS_HASH_LEN],

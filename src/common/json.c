@@ -458,7 +458,7 @@ void kvfs_json_free(struct kvfs_json *j)
 
 int kvfs_json_parse(const char *text, size_t len, struct kvfs_json **out)
 {
-	struct parser ps = {text, text + len, 0};
+	struct parser ps = { text, text + len, 0 };
 	struct kvfs_json *j;
 	int rc;
 

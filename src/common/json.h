@@ -27,13 +27,16 @@
 /* ---- writing -------------------------------------------------------- */
 
 struct kvfs_buf {
-	char *p;	/* NUL-terminated while err == 0 and p != NULL */
+	char *p; /* NUL-terminated while err == 0 and p != NULL */
 	size_t len;
 	size_t cap;
-	int err;	/* 0 or -ENOMEM, sticky */
+	int err; /* 0 or -ENOMEM, sticky */
 };
 
-#define KVFS_BUF_INIT {NULL, 0, 0, 0}
+#define KVFS_BUF_INIT                                                          \
+	{                                                                      \
+		NULL, 0, 0, 0                                                  \
+	}
 
 void kvfs_buf_add(struct kvfs_buf *b, const void *data, size_t len);
 void kvfs_buf_puts(struct kvfs_buf *b, const char *s);
@@ -68,11 +71,11 @@ enum kvfs_json_type {
 
 struct kvfs_json {
 	enum kvfs_json_type type;
-	char *key;		/* member name inside an object, else NULL */
-	char *str;		/* STR: decoded, NUL-terminated; NUM: its text */
-	size_t len;		/* STR: bytes in str (may hold a NUL) */
-	bool b;			/* BOOL */
-	struct kvfs_json *kid;	/* ARR/OBJ: n children */
+	char *key;	       /* member name inside an object, else NULL */
+	char *str;	       /* STR: decoded, NUL-terminated; NUM: its text */
+	size_t len;	       /* STR: bytes in str (may hold a NUL) */
+	bool b;		       /* BOOL */
+	struct kvfs_json *kid; /* ARR/OBJ: n children */
 	size_t n;
 };
 

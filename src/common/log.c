@@ -25,7 +25,8 @@ void kvfs_log_set_level(enum kvfs_log_level max)
 
 void kvfs_log(enum kvfs_log_level lvl, const char *fmt, ...)
 {
-	static const char *const tag[] = { "error", "warning", "info", "debug" };
+	static const char *const tag[] = { "error", "warning", "info",
+					   "debug" };
 	char line[1024];
 	va_list ap;
 	int n;

@@ -60,7 +60,7 @@ int kvfs_poll_until(int fd, short events, uint64_t deadline_ms,
 		    bool (*cancel)(void *arg), void *arg)
 {
 	for (;;) {
-		struct pollfd p = {.fd = fd, .events = events};
+		struct pollfd p = { .fd = fd, .events = events };
 		uint64_t now = kvfs_net_now_ms();
 		int step = KVFS_NET_TICK_MS, rc;
 

@@ -7,6 +7,8 @@
 
 int kvfs_cuda_probe(char *why, size_t len)
 {
-	snprintf(why, len, "built without CUDA (configure --with-cuda=no or no CUDA runtime)");
+	snprintf(why, len,
+		 "built without CUDA (configure --with-cuda=no or no CUDA "
+		 "runtime)");
 	return -ENOTSUP;
 }

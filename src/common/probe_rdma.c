@@ -13,7 +13,8 @@ int kvfs_rdma_probe(char *why, size_t len)
 
 	list = ibv_get_device_list(&n);
 	if (!list) {
-		snprintf(why, len, "no RDMA devices (ibv_get_device_list: errno %d)",
+		snprintf(why, len,
+			 "no RDMA devices (ibv_get_device_list: errno %d)",
 			 errno);
 		return 0;
 	}
@@ -21,7 +22,8 @@ int kvfs_rdma_probe(char *why, size_t len)
 		snprintf(why, len, "%d RDMA device(s), first %s", n,
 			 ibv_get_device_name(list[0]));
 	else
-		snprintf(why, len, "built with libibverbs, no RDMA device present");
+		snprintf(why, len,
+			 "built with libibverbs, no RDMA device present");
 	ibv_free_device_list(list);
 	return n;
 }

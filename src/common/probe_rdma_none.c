@@ -7,6 +7,8 @@
 
 int kvfs_rdma_probe(char *why, size_t len)
 {
-	snprintf(why, len, "built without RDMA (configure --with-rdma=no or no libibverbs)");
+	snprintf(why, len,
+		 "built without RDMA (configure --with-rdma=no or no "
+		 "libibverbs)");
 	return -ENOTSUP;
 }

@@ -77,8 +77,8 @@ static void quote_token(const struct scan *s, char *out, size_t outlen)
 		unsigned char c = (unsigned char)s->text[i];
 
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-			o +=
-			    (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x",
+					      c);
 		else
 			out[o++] = (char)c;
 	}
@@ -179,7 +179,7 @@ static int args_bad(const void *src, uint32_t **tok, size_t *n, char *err,
 int kvfs_tokens_parse(const char *text, uint32_t **tok, size_t *n, char *err,
 		      size_t errlen)
 {
-	struct scan s = {0};
+	struct scan s = { 0 };
 	struct tokvec tv;
 	size_t count;
 	int rc;
@@ -187,7 +187,7 @@ int kvfs_tokens_parse(const char *text, uint32_t **tok, size_t *n, char *err,
 	rc = args_bad(text, tok, n, err, errlen);
 	if (rc)
 		return rc;
-	tv = (struct tokvec){.v = *tok, .n = *n, .cap = *n};
+	tv = (struct tokvec){ .v = *tok, .n = *n, .cap = *n };
 	count = count_fields(text);
 	rc = count > SIZE_MAX - tv.n ? -ENOMEM : vec_reserve(&tv, tv.n + count);
 	if (!rc)
@@ -216,7 +216,7 @@ int kvfs_tokens_read_stream(FILE *f, uint32_t **tok, size_t *n, char *err,
 			    size_t errlen)
 {
 	char buf[READ_CHUNK];
-	struct scan s = {0};
+	struct scan s = { 0 };
 	struct tokvec tv;
 	size_t got;
 	int rc;
@@ -224,7 +224,7 @@ int kvfs_tokens_read_stream(FILE *f, uint32_t **tok, size_t *n, char *err,
 	rc = args_bad(f, tok, n, err, errlen);
 	if (rc)
 		return rc;
-	tv = (struct tokvec){.v = *tok, .n = *n, .cap = *n};
+	tv = (struct tokvec){ .v = *tok, .n = *n, .cap = *n };
 	/* so a failed fread's reason is not confused with an older one */
 	errno = 0;
 	do {

@@ -19,8 +19,9 @@
 
 #include "src/common/trace.h"
 
-#define KEY_MAX 16 /* longest member name we compare; longer ones are skipped  \
-		    */
+#define KEY_MAX                                                                \
+	16 /* longest member name we compare; longer ones are skipped          \
+	    */
 #define NUM_TEXT_MAX 64 /* longest fractional timestamp we convert */
 
 /* splitmix64: the stream behind tokens and the generator */
@@ -53,7 +54,7 @@ struct jnum {
 };
 
 static int jp_msg(struct jp *j, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 
 /* a complaint about the record's meaning: no column */
 static int jp_msg(struct jp *j, const char *fmt, ...)
@@ -349,7 +350,7 @@ static int jp_uint_val(struct jp *j, uint64_t *out, const char **why,
 static int jp_uint(struct jp *j, const char *name, uint64_t *out)
 {
 	const char *why;
-	struct jnum n = {0};
+	struct jnum n = { 0 };
 	int rc = jp_uint_val(j, out, &why, &n);
 
 	if (!rc || !why)
@@ -419,7 +420,7 @@ static int jp_ids(struct jp *j, uint64_t **ids, size_t *cap, size_t *n)
 		return 0;
 	}
 	for (;;) {
-		struct jnum num = {0};
+		struct jnum num = { 0 };
 		const char *why;
 		uint64_t v;
 
@@ -449,10 +450,10 @@ static int jp_ids(struct jp *j, uint64_t **ids, size_t *cap, size_t *n)
 enum field { F_TS, F_IN, F_OUT, F_IDS, F_NFIELDS };
 
 static const char *const field_names[F_NFIELDS] = {
-    [F_TS] = "timestamp",
-    [F_IN] = "input_length",
-    [F_OUT] = "output_length",
-    [F_IDS] = "hash_ids",
+	[F_TS] = "timestamp",
+	[F_IN] = "input_length",
+	[F_OUT] = "output_length",
+	[F_IDS] = "hash_ids",
 };
 
 struct jrec {
@@ -547,13 +548,13 @@ int kvfs_trace_parse(const char *line, size_t len, struct kvfs_trace_rec *rec,
 		     uint64_t **ids, size_t *cap, char *err, size_t errlen)
 {
 	struct jp j = {
-	    .start = (const unsigned char *)line,
-	    .p = (const unsigned char *)line,
-	    .end = (const unsigned char *)line + len,
-	    .err = err,
-	    .errlen = errlen,
+		.start = (const unsigned char *)line,
+		.p = (const unsigned char *)line,
+		.end = (const unsigned char *)line + len,
+		.err = err,
+		.errlen = errlen,
 	};
-	struct jrec r = {.rec = rec, .ids = ids, .cap = cap};
+	struct jrec r = { .rec = rec, .ids = ids, .cap = cap };
 	int rc;
 
 	if (err && errlen)
@@ -762,9 +763,9 @@ int kvfs_trace_next(struct kvfs_trace *t, struct kvfs_trace_rec *rec)
 			snprintf(why, sizeof(why), "line longer than %u bytes",
 				 KVFS_TRACE_LINE_MAX - 1);
 		} else {
-			rc =
-			    kvfs_trace_parse(t->line, t->line_len, rec, &t->ids,
-					     &t->ids_cap, why, sizeof(why));
+			rc = kvfs_trace_parse(t->line, t->line_len, rec,
+					      &t->ids, &t->ids_cap, why,
+					      sizeof(why));
 			if (rc == 1 || rc == -ENOMEM)
 				return rc;
 			if (rc == 0)
@@ -818,7 +819,7 @@ static double gen_ln(double x)
 	union {
 		double d;
 		uint64_t u;
-	} v = {.d = x};
+	} v = { .d = x };
 	int e = (int)((v.u >> 52) & 0x7ff) - 1022;
 	double m, z, z2, sum, term;
 

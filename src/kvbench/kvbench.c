@@ -39,48 +39,49 @@ struct kvb_cmd {
 static int cmd_help(int argc, char **argv);
 
 static const struct kvb_cmd kvb_cmds[] = {
-    {
-	.name = "store",
-	.fn = kvb_store_main,
-	.usage = kvb_store_usage,
-	.summary = "block store against a RocksDB point read",
-    },
-    {
-	.name = "demo",
-	.fn = kvb_demo_main,
-	.usage = kvb_demo_usage,
-	.summary = "engine workload on the store, then a restart",
-    },
-    {
-	.name = "engine",
-	.fn = kvb_engine_main,
-	.usage = kvb_engine_usage,
-	.summary = "LLM engine emulator on a mount, driven by a trace",
-    },
-    {
-	.name = "io",
-	.fn = kvb_io_main,
-	.usage = kvb_io_usage,
-	.summary = "block file I/O on a mount against tmpfs",
-    },
-    {
-	.name = "xfer",
-	.fn = kvb_xfer_main,
-	.usage = kvb_xfer_usage,
-	.summary = "block fetch between two nodes against a TCP copy",
-    },
-    {
-	.name = "gpu",
-	.fn = kvb_gpu_main,
-	.usage = kvb_gpu_usage,
-	.summary = "pool <-> GPU copies through libkvfs against cudaMemcpy",
-    },
-    {
-	.name = "help",
-	.fn = cmd_help,
-	.usage = NULL,
-	.summary = "this text, or a subcommand's (help CMD)",
-    },
+	{
+		.name = "store",
+		.fn = kvb_store_main,
+		.usage = kvb_store_usage,
+		.summary = "block store against a RocksDB point read",
+	},
+	{
+		.name = "demo",
+		.fn = kvb_demo_main,
+		.usage = kvb_demo_usage,
+		.summary = "engine workload on the store, then a restart",
+	},
+	{
+		.name = "engine",
+		.fn = kvb_engine_main,
+		.usage = kvb_engine_usage,
+		.summary = "LLM engine emulator on a mount, driven by a trace",
+	},
+	{
+		.name = "io",
+		.fn = kvb_io_main,
+		.usage = kvb_io_usage,
+		.summary = "block file I/O on a mount against tmpfs",
+	},
+	{
+		.name = "xfer",
+		.fn = kvb_xfer_main,
+		.usage = kvb_xfer_usage,
+		.summary = "block fetch between two nodes against a TCP copy",
+	},
+	{
+		.name = "gpu",
+		.fn = kvb_gpu_main,
+		.usage = kvb_gpu_usage,
+		.summary = "pool <-> GPU copies through libkvfs against "
+			   "cudaMemcpy",
+	},
+	{
+		.name = "help",
+		.fn = cmd_help,
+		.usage = NULL,
+		.summary = "this text, or a subcommand's (help CMD)",
+	},
 };
 
 #define KVB_NCMDS (sizeof(kvb_cmds) / sizeof(kvb_cmds[0]))
@@ -400,12 +401,12 @@ static void stats_ns(const struct kvfs_json *j, const char *ns,
 		return;
 	for (size_t i = 0; i < a->n; i++) {
 		const char *name =
-		    kvfs_json_str(kvfs_json_get(&a->kid[i], "name"));
+			kvfs_json_str(kvfs_json_get(&a->kid[i], "name"));
 
 		if (!name || strcmp(name, ns))
 			continue;
 		m->ns_found =
-		    !json_u64_at(&a->kid[i], "evictions", &m->evictions);
+			!json_u64_at(&a->kid[i], "evictions", &m->evictions);
 		return;
 	}
 }
@@ -580,7 +581,7 @@ void kvb_line(FILE *f, const char *key, const char *fmt, ...)
 
 char *kvb_fmt_bytes(char *buf, size_t cap, double bytes)
 {
-	static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+	static const char *const unit[] = { "B", "kB", "MB", "GB", "TB" };
 	unsigned u = 0;
 
 	while (bytes >= 1000.0 && u < 4) {
@@ -593,7 +594,7 @@ char *kvb_fmt_bytes(char *buf, size_t cap, double bytes)
 
 char *kvb_fmt_size(char *buf, size_t cap, uint64_t bytes)
 {
-	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	unsigned u = 0;
 
 	while (bytes && bytes % 1024 == 0 && u < 4) {

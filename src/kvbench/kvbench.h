@@ -215,7 +215,7 @@ void kvb_cpu_model(char *buf, size_t cap);
 
 /* "  key            value": the summary lines both subcommands print */
 void kvb_line(FILE *f, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 /* 1536000000 -> "1.54 GB" (decimal units, as for rates); returns buf */
 char *kvb_fmt_bytes(char *buf, size_t cap, double bytes);
@@ -227,6 +227,6 @@ char *kvb_fmt_size(char *buf, size_t cap, uint64_t bytes);
 /* cli_fail(), except that -EINTR after a stop signal says only
  * "interrupted" */
 void kvb_fail(const char *cmd, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 #endif /* KVFS_KVBENCH_H */

@@ -155,15 +155,15 @@ static int dm_opt(int c, void *arg)
 static int dm_parse(int argc, char **argv, struct dm_opts *o)
 {
 	static const struct option lo[] = {
-	    {"requests", required_argument, NULL, 'r'},
-	    {"slots", required_argument, NULL, 's'},
-	    {"slot-size", required_argument, NULL, 'z'},
-	    {"block-tokens", required_argument, NULL, 'B'},
-	    {"seed", required_argument, NULL, 'S'},
-	    {"state", required_argument, NULL, 'd'},
-	    {"keep", no_argument, NULL, 'k'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "requests", required_argument, NULL, 'r' },
+		{ "slots", required_argument, NULL, 's' },
+		{ "slot-size", required_argument, NULL, 'z' },
+		{ "block-tokens", required_argument, NULL, 'B' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "state", required_argument, NULL, 'd' },
+		{ "keep", no_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int rc;
 
@@ -533,10 +533,11 @@ static int dm_open(struct dm_ctx *c)
 	c->cfg.reformat = !c->o.state;
 	rc = kv_store_open(&c->cfg, &c->st);
 	if (rc) {
-		kvb_fail(DM_CMD, rc, "cannot open the store on %s%s", c->pool,
-			 c->o.state && rc == -EINVAL
-			     ? " (made with another --slots or --slot-size?)"
-			     : "");
+		kvb_fail(
+			DM_CMD, rc, "cannot open the store on %s%s", c->pool,
+			c->o.state && rc == -EINVAL
+				? " (made with another --slots or --slot-size?)"
+				: "");
 		return rc;
 	}
 	if (!kv_store_stats(c->st, &ss))

@@ -96,38 +96,38 @@ struct en_ctx {
 
 void kvb_engine_usage(FILE *f)
 {
-	fputs(
-	    "usage: kvbench engine MOUNT [--trace FILE] [--namespace NS]\n"
-	    "                      [--block-bytes BYTES] [--requests N] "
-	    "[--lease-ms N]\n"
-	    "                      [--seed S] [--json]\n"
-	    "\n"
-	    "Serve a Mooncake-format trace as an LLM engine would on the "
-	    "kvfs mount\nMOUNT: name each request's full 512-token "
-	    "blocks, match the longest cached\nprefix in one round trip, "
-	    "read and verify it through the file system, then\nwrite the "
-	    "missing blocks.\n"
-	    "\n"
-	    "  -t, --trace FILE       trace to serve ('-': standard input);"
-	    " default a\n"
-	    "                         generated one (as kvconductor gen-trace"
-	    "\n"
-	    "                         writes)\n"
-	    "  -n, --namespace NS     namespace, made when absent "
-	    "(default " EN_NS ")\n"
-	    "  -b, --block-bytes BYTES  bytes per block, a K, M or G suffix "
-	    "allowed;\n"
-	    "                         default the pool's slot size\n"
-	    "  -r, --requests N       serve the first N requests (default "
-	    "all; 1000\n"
-	    "                         for a generated trace)\n"
-	    "  -l, --lease-ms N       lease on a matched prefix, 0 for none\n"
-	    "                         (default 10000)\n"
-	    "  -S, --seed S           seed of the generated trace (default 1)\n"
-	    "  -j, --json             print one JSON object instead of the "
-	    "summary\n"
-	    "  -h, --help             print this help\n",
-	    f);
+	fputs("usage: kvbench engine MOUNT [--trace FILE] [--namespace NS]\n"
+	      "                      [--block-bytes BYTES] [--requests N] "
+	      "[--lease-ms N]\n"
+	      "                      [--seed S] [--json]\n"
+	      "\n"
+	      "Serve a Mooncake-format trace as an LLM engine would on the "
+	      "kvfs mount\nMOUNT: name each request's full 512-token "
+	      "blocks, match the longest cached\nprefix in one round trip, "
+	      "read and verify it through the file system, then\nwrite the "
+	      "missing blocks.\n"
+	      "\n"
+	      "  -t, --trace FILE       trace to serve ('-': standard input);"
+	      " default a\n"
+	      "                         generated one (as kvconductor gen-trace"
+	      "\n"
+	      "                         writes)\n"
+	      "  -n, --namespace NS     namespace, made when absent "
+	      "(default " EN_NS ")\n"
+	      "  -b, --block-bytes BYTES  bytes per block, a K, M or G suffix "
+	      "allowed;\n"
+	      "                         default the pool's slot size\n"
+	      "  -r, --requests N       serve the first N requests (default "
+	      "all; 1000\n"
+	      "                         for a generated trace)\n"
+	      "  -l, --lease-ms N       lease on a matched prefix, 0 for none\n"
+	      "                         (default 10000)\n"
+	      "  -S, --seed S           seed of the generated trace (default "
+	      "1)\n"
+	      "  -j, --json             print one JSON object instead of the "
+	      "summary\n"
+	      "  -h, --help             print this help\n",
+	      f);
 }
 
 /* ---- options -------------------------------------------------------- */
@@ -165,15 +165,15 @@ static int en_opt(int c, void *arg)
 static int en_parse(int argc, char **argv, struct en_opts *o)
 {
 	static const struct option lo[] = {
-	    {"trace", required_argument, NULL, 't'},
-	    {"namespace", required_argument, NULL, 'n'},
-	    {"block-bytes", required_argument, NULL, 'b'},
-	    {"requests", required_argument, NULL, 'r'},
-	    {"lease-ms", required_argument, NULL, 'l'},
-	    {"seed", required_argument, NULL, 'S'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "trace", required_argument, NULL, 't' },
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "block-bytes", required_argument, NULL, 'b' },
+		{ "requests", required_argument, NULL, 'r' },
+		{ "lease-ms", required_argument, NULL, 'l' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int rc;
 
@@ -451,8 +451,8 @@ static int en_write(struct en_ctx *c, const uint8_t h[KVFS_HASH_LEN])
 	/* making the bytes is the model's work, not the store's */
 	kvb_kv_fill(h, c->wbuf, c->o.block_bytes);
 	t0 = kvb_now();
-	fd =
-	    openat(c->nsfd, hex, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+	fd = openat(c->nsfd, hex, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+		    0444);
 	if (fd < 0 && errno == EEXIST) {
 		c->c.raced++;
 		c->c.write_ns += kvb_now() - t0;
@@ -631,8 +631,8 @@ static double en_match_us(const struct en_count *k)
 static uint64_t en_evictions(const struct en_ctx *c)
 {
 	return c->after.evictions >= c->before.evictions
-		   ? c->after.evictions - c->before.evictions
-		   : 0;
+		       ? c->after.evictions - c->before.evictions
+		       : 0;
 }
 
 /* what ran: the mount, the trace and the block geometry */
@@ -666,21 +666,21 @@ static void en_json_counts(struct kvfs_buf *b, const struct en_ctx *c)
 	uint64_t bb = c->o.block_bytes;
 
 	kvfs_buf_printf(
-	    b,
-	    ",\"requests\":%llu,\"tokens\":%llu,"
-	    "\"blocks_named\":%llu,\"blocks_hit\":%llu,"
-	    "\"hit_rate\":%.6f,\"blocks_written\":%llu,"
-	    "\"blocks_raced\":%llu,\"bytes_read\":%llu,"
-	    "\"bytes_written\":%llu,\"evictions\":%llu,"
-	    "\"matches\":%llu",
-	    (unsigned long long)k->requests, (unsigned long long)k->tokens,
-	    (unsigned long long)k->named, (unsigned long long)k->hits,
-	    k->named ? (double)k->hits / (double)k->named : 0.0,
-	    (unsigned long long)k->written, (unsigned long long)k->raced,
-	    (unsigned long long)(k->hits * bb),
-	    (unsigned long long)(k->written * bb),
-	    (unsigned long long)en_evictions(c),
-	    (unsigned long long)k->matches);
+		b,
+		",\"requests\":%llu,\"tokens\":%llu,"
+		"\"blocks_named\":%llu,\"blocks_hit\":%llu,"
+		"\"hit_rate\":%.6f,\"blocks_written\":%llu,"
+		"\"blocks_raced\":%llu,\"bytes_read\":%llu,"
+		"\"bytes_written\":%llu,\"evictions\":%llu,"
+		"\"matches\":%llu",
+		(unsigned long long)k->requests, (unsigned long long)k->tokens,
+		(unsigned long long)k->named, (unsigned long long)k->hits,
+		k->named ? (double)k->hits / (double)k->named : 0.0,
+		(unsigned long long)k->written, (unsigned long long)k->raced,
+		(unsigned long long)(k->hits * bb),
+		(unsigned long long)(k->written * bb),
+		(unsigned long long)en_evictions(c),
+		(unsigned long long)k->matches);
 }
 
 static void en_json_times(struct kvfs_buf *b, const struct en_ctx *c)

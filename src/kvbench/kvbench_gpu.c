@@ -40,14 +40,14 @@
 #define GPU_BLOCKS 8
 #define GPU_ROUNDS 5
 
-static const uint64_t gpu_sizes[] = {2ull << 20, 32ull << 20};
+static const uint64_t gpu_sizes[] = { 2ull << 20, 32ull << 20 };
 #define GPU_NSIZES (sizeof(gpu_sizes) / sizeof(gpu_sizes[0]))
 #define GPU_SIZE_MAX (32ull << 20)
 
 enum gpu_dir { TO_DEV, FROM_DEV, NDIRS };
 
-static const char *const dir_label[NDIRS] = {"pool->device", "device->pool"};
-static const char *const dir_key[NDIRS] = {"to_device", "from_device"};
+static const char *const dir_label[NDIRS] = { "pool->device", "device->pool" };
+static const char *const dir_key[NDIRS] = { "to_device", "from_device" };
 
 struct gpu_opts {
 	const char *mount;
@@ -138,13 +138,13 @@ static int gpu_opt(int c, void *arg)
 static int gpu_parse(int argc, char **argv, struct gpu_opts *o)
 {
 	static const struct option lo[] = {
-	    {"blocks", required_argument, NULL, 'n'},
-	    {"rounds", required_argument, NULL, 'r'},
-	    {"device", required_argument, NULL, 'd'},
-	    {"namespace", required_argument, NULL, 'N'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "blocks", required_argument, NULL, 'n' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "namespace", required_argument, NULL, 'N' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int rc;
 
@@ -353,10 +353,10 @@ static int gpu_base(struct gpu_ctx *c, enum gpu_dir d, uint64_t sz, double *r)
 
 	for (uint64_t i = 0; i < c->o.blocks && e == cudaSuccess; i++)
 		e = d == TO_DEV
-			? cudaMemcpyAsync(c->dev + i * sz, c->pinned, sz,
-					  cudaMemcpyHostToDevice, c->st)
-			: cudaMemcpyAsync(c->pinned, c->dev + i * sz, sz,
-					  cudaMemcpyDeviceToHost, c->st);
+			    ? cudaMemcpyAsync(c->dev + i * sz, c->pinned, sz,
+					      cudaMemcpyHostToDevice, c->st)
+			    : cudaMemcpyAsync(c->pinned, c->dev + i * sz, sz,
+					      cudaMemcpyDeviceToHost, c->st);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(c->st);
 	*r = gbs(c->o.blocks * sz, t0);
@@ -372,16 +372,16 @@ static int gpu_kvfs(struct gpu_ctx *c, enum gpu_dir d, uint64_t sz, double *r)
 
 	for (uint64_t i = 0; i < n; i++)
 		c->b[i] = (struct kvfs_gpu_block){
-		    .hash = d == TO_DEV ? c->src[i] : c->dst[i],
-		    .parent = d == TO_DEV || !i ? NULL : c->dst[i - 1],
-		    .dev = c->dev + i * sz,
-		    .len = sz,
+			.hash = d == TO_DEV ? c->src[i] : c->dst[i],
+			.parent = d == TO_DEV || !i ? NULL : c->dst[i - 1],
+			.dev = c->dev + i * sz,
+			.len = sz,
 		};
 	t0 = kvb_now();
-	rc = d == TO_DEV
-		 ? kvfs_copy_to_device_batch(c->k, c->o.ns, c->b, n, c->st, &cp)
-		 : kvfs_copy_from_device_batch(c->k, c->o.ns, c->b, n, c->st,
-					       &cp);
+	rc = d == TO_DEV ? kvfs_copy_to_device_batch(c->k, c->o.ns, c->b, n,
+						     c->st, &cp)
+			 : kvfs_copy_from_device_batch(c->k, c->o.ns, c->b, n,
+						       c->st, &cp);
 	if (!rc)
 		rc = kvfs_copy_wait(cp);
 	*r = gbs(n * sz, t0);

@@ -68,10 +68,10 @@ struct io_row {
 };
 
 static const struct io_row io_rows[IO_NOPS] = {
-    [IO_WRITE] = {"write_seal", "write+seal", "tmpfs write", 0.3},
-    [IO_COLD] = {"cold_read", "cold read", "tmpfs read", 0.3},
-    [IO_WARM] = {"warm_read", "warm read", "tmpfs read", 0.8},
-    [IO_MMAP] = {"mmap_read", "mmap read", "tmpfs mmap", 0},
+	[IO_WRITE] = { "write_seal", "write+seal", "tmpfs write", 0.3 },
+	[IO_COLD] = { "cold_read", "cold read", "tmpfs read", 0.3 },
+	[IO_WARM] = { "warm_read", "warm read", "tmpfs read", 0.8 },
+	[IO_MMAP] = { "mmap_read", "mmap read", "tmpfs mmap", 0 },
 };
 
 struct io_opts {
@@ -161,13 +161,13 @@ static int io_opt(int c, void *arg)
 static int io_parse(int argc, char **argv, struct io_opts *o)
 {
 	static const struct option lo[] = {
-	    {"size", required_argument, NULL, 'z'},
-	    {"blocks", required_argument, NULL, 'n'},
-	    {"rounds", required_argument, NULL, 'r'},
-	    {"namespace", required_argument, NULL, 'N'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "size", required_argument, NULL, 'z' },
+		{ "blocks", required_argument, NULL, 'n' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "namespace", required_argument, NULL, 'N' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int rc;
 
@@ -293,8 +293,8 @@ static const char *io_hex(const struct io_ctx *c, uint64_t i,
 static int io_write_one(int dirfd, const char *name, const uint8_t *p,
 			size_t len)
 {
-	int fd =
-	    openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+	int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+			0444);
 	int rc = 0;
 
 	if (fd < 0)
@@ -384,7 +384,7 @@ static int io_pass(struct io_ctx *c, enum io_op op, int dirfd, double *gbs)
  * by side, so the adds keep up with the loads (as memcpy's wide moves do) */
 static uint64_t io_sum(const uint8_t *p, size_t len)
 {
-	uint64_t s[4] = {0, 0, 0, 0}, w;
+	uint64_t s[4] = { 0, 0, 0, 0 }, w;
 	size_t i;
 
 	for (i = 0; i + 32 <= len; i += 32)
@@ -443,7 +443,7 @@ static int io_mapv_pass(struct io_ctx *c, double *gbs)
 						   : IO_MAPV_MAX;
 		got = kvfs_map_batch(c->kvfs, c->o.ns,
 				     (const uint8_t(*)[KVFS_HASH_LEN])c->names +
-					 at,
+					     at,
 				     n, c->ptrs, c->lens);
 		if (got < 0) {
 			rc = (int)got;

@@ -73,12 +73,13 @@ struct sb_row {
 };
 
 static const struct sb_row sb_rows[SB_NOPS] = {
-    [SB_SEAL] = {"seal", "seal", 50e3, 0, ">= 50k/s"},
-    [SB_HIT] = {"lookup_hit", "lookup (hit)", 1e6, 20, ">= 1M/s, >= 20x"},
-    [SB_MISS] = {"lookup_miss", "lookup (miss)", 1e6, 20, ">= 1M/s, >= 20x"},
-    [SB_MATCH] = {"match", "match 32", 0, 0, NULL},
-    [SB_MATCH_LEASE] = {"match_lease", "match 32 + lease", 0, 0, NULL},
-    [SB_GETPUT] = {"get_put", "get+put", 0, 0, NULL},
+	[SB_SEAL] = { "seal", "seal", 50e3, 0, ">= 50k/s" },
+	[SB_HIT] = { "lookup_hit", "lookup (hit)", 1e6, 20, ">= 1M/s, >= 20x" },
+	[SB_MISS] = { "lookup_miss", "lookup (miss)", 1e6, 20,
+		      ">= 1M/s, >= 20x" },
+	[SB_MATCH] = { "match", "match 32", 0, 0, NULL },
+	[SB_MATCH_LEASE] = { "match_lease", "match 32 + lease", 0, 0, NULL },
+	[SB_GETPUT] = { "get_put", "get+put", 0, 0, NULL },
 };
 
 struct sb_result {
@@ -125,7 +126,8 @@ void kvb_store_usage(FILE *f)
 	      "\n"
 	      "  -n, --blocks N       blocks to seal (default 1000000, at "
 	      "least 32)\n"
-	      "  -b, --block-bytes B  bytes per block, 1 to 4096 or 4K (default "
+	      "  -b, --block-bytes B  bytes per block, 1 to 4096 or 4K "
+	      "(default "
 	      "256)\n"
 	      "  -l, --lookups N      lookups per timed lookup loop (default "
 	      "2000000)\n"
@@ -143,12 +145,12 @@ void kvb_store_usage(FILE *f)
 static int sb_parse(int argc, char **argv, struct sb_opts *o)
 {
 	static const struct option lo[] = {
-	    {"blocks", required_argument, NULL, 'n'},
-	    {"block-bytes", required_argument, NULL, 'b'},
-	    {"lookups", required_argument, NULL, 'l'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "blocks", required_argument, NULL, 'n' },
+		{ "block-bytes", required_argument, NULL, 'b' },
+		{ "lookups", required_argument, NULL, 'l' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
@@ -430,7 +432,7 @@ static int sb_seal_rocks(struct sb_ctx *c)
 static int sb_lookup_kvfs(struct sb_ctx *c, enum sb_op op)
 {
 	uint8_t(*keys)[KVFS_HASH_LEN] =
-	    op == SB_HIT ? c->hit_keys : c->miss_keys;
+		op == SB_HIT ? c->hit_keys : c->miss_keys;
 	int want = op == SB_HIT ? 1 : 0;
 	struct cli_progress p;
 	uint64_t t0, i;
@@ -461,7 +463,7 @@ static int sb_lookup_kvfs(struct sb_ctx *c, enum sb_op op)
 static int sb_lookup_rocks(struct sb_ctx *c, enum sb_op op)
 {
 	uint8_t(*keys)[KVFS_HASH_LEN] =
-	    op == SB_HIT ? c->hit_keys : c->miss_keys;
+		op == SB_HIT ? c->hit_keys : c->miss_keys;
 	int want = op == SB_HIT ? 0 : -ENOENT;
 	struct kv_block_rec rec;
 	struct cli_progress p;
@@ -631,8 +633,8 @@ static int sb_verify(struct sb_ctx *c)
 			return rc;
 		}
 		off = ref.size == c->o.block_bytes
-			  ? kvb_kv_check(c->hashes[i], ref.data, ref.size)
-			  : 0;
+			      ? kvb_kv_check(c->hashes[i], ref.data, ref.size)
+			      : 0;
 		rc = kv_store_put(c->st, &ref);
 		if (off != c->o.block_bytes) {
 			kvb_fail(SB_CMD, 0,

@@ -42,7 +42,7 @@
 struct xf_opts {
 	uint64_t sizes[8];
 	size_t nsizes;
-	uint64_t blocks;	/* 0: XF_BYTES_PER_ROUND / size */
+	uint64_t blocks; /* 0: XF_BYTES_PER_ROUND / size */
 	uint64_t rounds;
 	enum kv_transport transport;
 	bool json;
@@ -99,7 +99,8 @@ static int parse_sizes(const char *arg, struct xf_opts *o)
 				    &o->sizes[o->nsizes]);
 		if (rc == 0 && o->sizes[o->nsizes] % 4096)
 			rc = cli_usage_error(
-			    XF_CMD, "--size %s: not a multiple of 4096", tok);
+				XF_CMD, "--size %s: not a multiple of 4096",
+				tok);
 		o->nsizes++;
 	}
 	free(copy);
@@ -111,13 +112,13 @@ static int parse_sizes(const char *arg, struct xf_opts *o)
 static int xf_parse(int argc, char **argv, struct xf_opts *o)
 {
 	static const struct option lo[] = {
-	    {"size", required_argument, NULL, 's'},
-	    {"blocks", required_argument, NULL, 'n'},
-	    {"rounds", required_argument, NULL, 'r'},
-	    {"transport", required_argument, NULL, 't'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "size", required_argument, NULL, 's' },
+		{ "blocks", required_argument, NULL, 'n' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
@@ -172,8 +173,8 @@ static int node_open(struct xf_node *n, uint64_t size, uint64_t slots,
 		     const uint8_t *secret, size_t slen, const char *listen,
 		     enum kv_transport t)
 {
-	struct kv_store_config sc = {0};
-	struct kv_xfer_config xc = {0};
+	struct kv_store_config sc = { 0 };
+	struct kv_xfer_config xc = { 0 };
 	char ix[4200];
 	int rc;
 
@@ -291,8 +292,8 @@ static void *sender(void *arg)
 
 static int sock_pair(int *cfd, int *sfd)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
@@ -323,7 +324,7 @@ static int sock_pair(int *cfd, int *sfd)
 static int socket_round(struct xf_node *a, struct xf_node *b, uint64_t n,
 			uint64_t size, uint64_t *ns)
 {
-	struct sock_send s = {.st = a->st, .ns = a->ns, .n = n, .size = size};
+	struct sock_send s = { .st = a->st, .ns = a->ns, .n = n, .size = size };
 	uint32_t *wh = calloc(n, sizeof(*wh));
 	bool started = false;
 	pthread_t th;
@@ -439,13 +440,12 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int run_size(const struct xf_opts *o, uint64_t size,
-		    struct xf_result *r)
+static int run_size(const struct xf_opts *o, uint64_t size, struct xf_result *r)
 {
 	uint64_t n = o->blocks ? o->blocks : XF_BYTES_PER_ROUND / size;
 	uint64_t *te = calloc(o->rounds, sizeof(*te));
 	uint64_t *ts = calloc(o->rounds, sizeof(*ts));
-	struct xf_node a = {0}, b = {0};
+	struct xf_node a = { 0 }, b = { 0 };
 	struct cli_progress p;
 	uint8_t secret[32];
 	char sz[32];
@@ -461,8 +461,8 @@ static int run_size(const struct xf_opts *o, uint64_t size,
 	if (getrandom(secret, sizeof(secret), 0) != sizeof(secret))
 		rc = -EIO;
 	else
-		rc = kvb_check_space(XF_CMD, "/dev/shm", 2 * (n + 1) * size +
-						       (2 * n + 1) * size);
+		rc = kvb_check_space(XF_CMD, "/dev/shm",
+				     2 * (n + 1) * size + (2 * n + 1) * size);
 	if (rc == 0)
 		rc = node_open(&a, size, n + 1, secret, sizeof(secret),
 			       "127.0.0.1:0", o->transport);
@@ -501,7 +501,7 @@ static int run_size(const struct xf_opts *o, uint64_t size,
 int kvb_xfer_main(int argc, char **argv)
 {
 	struct xf_result r[8];
-	struct xf_opts o = {0};
+	struct xf_opts o = { 0 };
 	char cpu[128], sz[32];
 	int rc = xf_parse(argc, argv, &o);
 

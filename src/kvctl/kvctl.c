@@ -36,20 +36,23 @@ static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
 static const struct kvctl_cmd kvctl_cmds[] = {
-    {"hash", cmd_hash, "print the block names of a token sequence"},
-    {"status", kvctl_status, "show the daemon, its pool and its counters"},
-    {"ls", kvctl_ls, "list the blocks of a namespace"},
-    {"stat", kvctl_stat, "show one block"},
-    {"lookup", kvctl_lookup, "count the cached leading blocks of a chain"},
-    {"pin", kvctl_pin, "pin the cached prefix of a chain under a lease"},
-    {"unpin", kvctl_unpin, "release a lease"},
-    {"renew", kvctl_renew, "extend a lease"},
-    {"evict", kvctl_evict, "evict blocks now"},
-    {"ns", kvctl_ns, "list, create or remove namespaces"},
-    {"nodes", kvctl_nodes, "show the cluster's live nodes"},
-    {"prefetch", kvctl_prefetch, "warm a node with blocks from the cluster"},
-    {"version", cmd_version, "print the version and optional features"},
-    {"help", cmd_help, "show help for kvctl or one command"},
+	{ "hash", cmd_hash, "print the block names of a token sequence" },
+	{ "status", kvctl_status,
+	  "show the daemon, its pool and its counters" },
+	{ "ls", kvctl_ls, "list the blocks of a namespace" },
+	{ "stat", kvctl_stat, "show one block" },
+	{ "lookup", kvctl_lookup,
+	  "count the cached leading blocks of a chain" },
+	{ "pin", kvctl_pin, "pin the cached prefix of a chain under a lease" },
+	{ "unpin", kvctl_unpin, "release a lease" },
+	{ "renew", kvctl_renew, "extend a lease" },
+	{ "evict", kvctl_evict, "evict blocks now" },
+	{ "ns", kvctl_ns, "list, create or remove namespaces" },
+	{ "nodes", kvctl_nodes, "show the cluster's live nodes" },
+	{ "prefetch", kvctl_prefetch,
+	  "warm a node with blocks from the cluster" },
+	{ "version", cmd_version, "print the version and optional features" },
+	{ "help", cmd_help, "show help for kvctl or one command" },
 };
 
 #define NCMDS (sizeof(kvctl_cmds) / sizeof(kvctl_cmds[0]))
@@ -137,11 +140,11 @@ static const char *ns_problem(const char *ns)
 static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 {
 	static const struct option longopts[] = {
-	    {"namespace", required_argument, NULL, 'n'},
-	    {"block-tokens", required_argument, NULL, 'b'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "block-tokens", required_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *bt = NULL;
 	uint64_t v;
@@ -279,8 +282,7 @@ static int hash_run(const struct hash_opts *o, const uint32_t *tok, size_t ntok)
 
 	names = calloc(count ? count : 1, sizeof(*names));
 	if (!names) {
-		cli_fail("hash", 0, "out of memory for %zu block names",
-			 count);
+		cli_fail("hash", 0, "out of memory for %zu block names", count);
 		return 1;
 	}
 	rc = kvfs_hash_chain(o->ns, o->block_tokens, tok, ntok, names, count);
@@ -296,7 +298,7 @@ static int hash_run(const struct hash_opts *o, const uint32_t *tok, size_t ntok)
 
 static int cmd_hash(int argc, char **argv)
 {
-	struct hash_opts o = {0};
+	struct hash_opts o = { 0 };
 	uint32_t *tok = NULL;
 	size_t ntok = 0;
 	int rc;
@@ -362,7 +364,7 @@ static int cmd_help(int argc, char **argv)
 {
 	const struct kvctl_cmd *cmd;
 	char help_opt[] = "--help";
-	char *sub[3] = {NULL, help_opt, NULL};
+	char *sub[3] = { NULL, help_opt, NULL };
 
 	if (argc < 2 || cli_is_help(argv[1])) {
 		usage(stdout);
@@ -388,7 +390,7 @@ int kvctl_set_target(const char *cmd, int c, const char *arg)
 		opt_socket = arg;
 	if (opt_mount && opt_socket)
 		return cli_usage_error(
-		    cmd, "-m and -s both name the daemon: give one");
+			cmd, "-m and -s both name the daemon: give one");
 	kvctl_target = arg;
 	return -1;
 }
@@ -448,11 +450,11 @@ int kvctl_find_target(void)
 static int global_getopt(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"mount", required_argument, NULL, 'm'},
-	    {"socket", required_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0},
+		{ "mount", required_argument, NULL, 'm' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c, rc;
 
@@ -505,6 +507,6 @@ int main(int argc, char **argv)
 	kvctl_cmd = cmd->name;
 	argc -= optind;
 	argv += optind;
-	optind = 0;	/* GNU getopt: the command parses afresh */
+	optind = 0; /* GNU getopt: the command parses afresh */
 	return cmd->fn(argc, argv);
 }

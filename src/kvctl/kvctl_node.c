@@ -42,7 +42,7 @@
 struct nopts {
 	const char *cmd; /* for messages: "ls", "ns create" */
 	bool json;
-	const char *node;	/* -N */
+	const char *node; /* -N */
 	bool longfmt;
 	bool tokens;
 	uint32_t lease_ms;
@@ -60,85 +60,92 @@ struct node_help {
 #define OPT_H "  -h | --help\n          show this help\n"
 
 static const struct node_help helps[] = {
-    {"status", "jh",
-     USAGE "status [-j]\n"
-	   "\n"
-	   "Show the daemon, its pool, its counters and its namespaces.\n"
-	   "\n" OPT_J OPT_H},
-    {"ls", "jlh",
-     USAGE "ls [-jl] ns\n"
-	   "\n"
-	   "List the names of the sealed blocks of namespace ns, one per\n"
-	   "line.  -j prints one JSON line per page of up to 1000 blocks.\n"
-	   "\n" OPT_J "  -l | --long\n"
-	   "          also print size, references and seal time (UTC)\n" OPT_H},
-    {"stat", "jh",
-     USAGE "stat [-j] ns hash\n"
-	   "\n"
-	   "Show one sealed block: size, slot, checksum, references, seal\n"
-	   "time and parent.\n"
-	   "\n" OPT_J OPT_H},
-    {"lookup", "jth",
-     USAGE "lookup [-jt] ns [hash ... | token ...]\n"
-	   "\n"
-	   "Count the leading blocks of a chain that are cached, in one\n"
-	   "request, pinning nothing.  The chain is given as block names,\n"
-	   "or with -t as tokens hashed with the namespace's block_tokens;\n"
-	   "either is read from standard input when there are no arguments.\n"
-	   "\n" OPT_J "  -t | --tokens\n"
-	   "          the arguments are tokens, not block names\n" OPT_H},
-    {"pin", "jtLh",
-     USAGE "pin [-jt] [-L ms] ns [hash ... | token ...]\n"
-	   "\n"
-	   "Pin the cached prefix of a chain (given as for lookup) so that\n"
-	   "it is not evicted, and print the lease id.  The lease outlives\n"
-	   "kvctl: it lasts until 'kvctl unpin' or its expiry.\n"
-	   "\n" OPT_J "  -t | --tokens\n"
-	   "          the arguments are tokens, not block names\n"
-	   "  -L ms | --lease=ms\n"
-	   "          lease length, 1..86400000 ms (default 600000)\n" OPT_H},
-    {"unpin", "jh",
-     USAGE "unpin [-j] lease\n"
-	   "\n"
-	   "Release a lease now.\n"
-	   "\n" OPT_J OPT_H},
-    {"renew", "jLh",
-     USAGE "renew [-j] [-L ms] lease\n"
-	   "\n"
-	   "Make a lease last ms from now.\n"
-	   "\n" OPT_J "  -L ms | --lease=ms\n"
-	   "          new length, 1..86400000 ms (default 600000)\n" OPT_H},
-    {"evict", "jh",
-     USAGE "evict [-j] ns hash ...\n"
-	   "\n"
-	   "Evict sealed blocks now; a referenced block (open, mapped or\n"
-	   "pinned) is refused.\n"
-	   "\n" OPT_J OPT_H},
-    {"nodes", "jh",
-     USAGE "nodes [-j]\n"
-	   "\n"
-	   "Show the cluster the node is in: its live members, their\n"
-	   "transfer addresses and pools.\n"
-	   "\n" OPT_J OPT_H},
-    {"prefetch", "jNh",
-     USAGE "prefetch [-j] [-N id] ns hash ...\n"
-	   "\n"
-	   "Warm a node with blocks before a request reaches it: each one\n"
-	   "is fetched from the cluster into this node, then, with -N,\n"
-	   "pushed to node id.  Exits 1 when any block could not be had.\n"
-	   "\n" OPT_J "  -N id | --node=id\n"
-	   "          the node to warm (default this one)\n" OPT_H},
-    {"ns", "jbh",
-     USAGE "ns list [-j]\n"
-	   "       kvctl [-m mount | -s socket] ns create [-j] "
-	   "[-b block_tokens] name\n"
-	   "       kvctl [-m mount | -s socket] ns rm [-j] name\n"
-	   "\n"
-	   "List, create or remove namespaces.  A namespace is removed only\n"
-	   "when it holds no block.\n"
-	   "\n" OPT_J "  -b block_tokens | --block-tokens=block_tokens\n"
-	   "          tokens per block for ns create, 1..1048576 "
-	   "(default 512)\n" OPT_H},
+	{ "status", "jh",
+	  USAGE "status [-j]\n"
+		"\n"
+		"Show the daemon, its pool, its counters and its namespaces.\n"
+		"\n" OPT_J OPT_H },
+	{ "ls", "jlh",
+	  USAGE
+	  "ls [-jl] ns\n"
+	  "\n"
+	  "List the names of the sealed blocks of namespace ns, one per\n"
+	  "line.  -j prints one JSON line per page of up to 1000 blocks.\n"
+	  "\n" OPT_J "  -l | --long\n"
+	  "          also print size, references and seal time (UTC)\n" OPT_H },
+	{ "stat", "jh",
+	  USAGE
+	  "stat [-j] ns hash\n"
+	  "\n"
+	  "Show one sealed block: size, slot, checksum, references, seal\n"
+	  "time and parent.\n"
+	  "\n" OPT_J OPT_H },
+	{ "lookup", "jth",
+	  USAGE
+	  "lookup [-jt] ns [hash ... | token ...]\n"
+	  "\n"
+	  "Count the leading blocks of a chain that are cached, in one\n"
+	  "request, pinning nothing.  The chain is given as block names,\n"
+	  "or with -t as tokens hashed with the namespace's block_tokens;\n"
+	  "either is read from standard input when there are no arguments.\n"
+	  "\n" OPT_J "  -t | --tokens\n"
+	  "          the arguments are tokens, not block names\n" OPT_H },
+	{ "pin", "jtLh",
+	  USAGE
+	  "pin [-jt] [-L ms] ns [hash ... | token ...]\n"
+	  "\n"
+	  "Pin the cached prefix of a chain (given as for lookup) so that\n"
+	  "it is not evicted, and print the lease id.  The lease outlives\n"
+	  "kvctl: it lasts until 'kvctl unpin' or its expiry.\n"
+	  "\n" OPT_J "  -t | --tokens\n"
+	  "          the arguments are tokens, not block names\n"
+	  "  -L ms | --lease=ms\n"
+	  "          lease length, 1..86400000 ms (default 600000)\n" OPT_H },
+	{ "unpin", "jh",
+	  USAGE "unpin [-j] lease\n"
+		"\n"
+		"Release a lease now.\n"
+		"\n" OPT_J OPT_H },
+	{ "renew", "jLh",
+	  USAGE
+	  "renew [-j] [-L ms] lease\n"
+	  "\n"
+	  "Make a lease last ms from now.\n"
+	  "\n" OPT_J "  -L ms | --lease=ms\n"
+	  "          new length, 1..86400000 ms (default 600000)\n" OPT_H },
+	{ "evict", "jh",
+	  USAGE "evict [-j] ns hash ...\n"
+		"\n"
+		"Evict sealed blocks now; a referenced block (open, mapped or\n"
+		"pinned) is refused.\n"
+		"\n" OPT_J OPT_H },
+	{ "nodes", "jh",
+	  USAGE "nodes [-j]\n"
+		"\n"
+		"Show the cluster the node is in: its live members, their\n"
+		"transfer addresses and pools.\n"
+		"\n" OPT_J OPT_H },
+	{ "prefetch", "jNh",
+	  USAGE
+	  "prefetch [-j] [-N id] ns hash ...\n"
+	  "\n"
+	  "Warm a node with blocks before a request reaches it: each one\n"
+	  "is fetched from the cluster into this node, then, with -N,\n"
+	  "pushed to node id.  Exits 1 when any block could not be had.\n"
+	  "\n" OPT_J "  -N id | --node=id\n"
+	  "          the node to warm (default this one)\n" OPT_H },
+	{ "ns", "jbh",
+	  USAGE
+	  "ns list [-j]\n"
+	  "       kvctl [-m mount | -s socket] ns create [-j] "
+	  "[-b block_tokens] name\n"
+	  "       kvctl [-m mount | -s socket] ns rm [-j] name\n"
+	  "\n"
+	  "List, create or remove namespaces.  A namespace is removed only\n"
+	  "when it holds no block.\n"
+	  "\n" OPT_J "  -b block_tokens | --block-tokens=block_tokens\n"
+	  "          tokens per block for ns create, 1..1048576 "
+	  "(default 512)\n" OPT_H },
 };
 
 static const struct node_help *find_help(const char *name)
@@ -168,16 +175,16 @@ static int opt_value(struct nopts *o, int c, const char *arg)
 }
 
 static const struct option all_longopts[] = {
-    {"json", no_argument, NULL, 'j'},
-    {"long", no_argument, NULL, 'l'},
-    {"tokens", no_argument, NULL, 't'},
-    {"lease", required_argument, NULL, 'L'},
-    {"block-tokens", required_argument, NULL, 'b'},
-    {"node", required_argument, NULL, 'N'},
-    {"mount", required_argument, NULL, 'm'},
-    {"socket", required_argument, NULL, 's'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+	{ "json", no_argument, NULL, 'j' },
+	{ "long", no_argument, NULL, 'l' },
+	{ "tokens", no_argument, NULL, 't' },
+	{ "lease", required_argument, NULL, 'L' },
+	{ "block-tokens", required_argument, NULL, 'b' },
+	{ "node", required_argument, NULL, 'N' },
+	{ "mount", required_argument, NULL, 'm' },
+	{ "socket", required_argument, NULL, 's' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 #define NLONGOPTS (sizeof(all_longopts) / sizeof(all_longopts[0]))
@@ -290,7 +297,7 @@ static int check_hash(const struct nopts *o, const char *s,
 	if (kvfs_hash_from_hex(s, h) == 0)
 		return -1;
 	return cli_usage_error(
-	    o->cmd, "bad hash \"%.70s\": need 64 lowercase hex digits", s);
+		o->cmd, "bad hash \"%.70s\": need 64 lowercase hex digits", s);
 }
 
 /* ---- talking to the daemon ----------------------------------------- */
@@ -366,7 +373,7 @@ static char *req_ns(const char *verb, const char *ns, const char *more)
 
 int kvctl_status(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "status"};
+	struct nopts o = { .cmd = "status" };
 	struct kvfs_json *j = NULL;
 	int rc;
 
@@ -379,7 +386,7 @@ int kvctl_status(int argc, char **argv)
 	if (!rc && !o.json) {
 		kvctl_show_status(j);
 		rc = kvctl_show_namespaces(
-		    kvfs_json_get(kvfs_json_get(j, "stats"), "namespaces"));
+			kvfs_json_get(kvfs_json_get(j, "stats"), "namespaces"));
 	}
 	kvfs_json_free(j);
 	return rc ? rc : kvctl_flush_stdout();
@@ -422,7 +429,7 @@ static int ls_page(struct kvfs_ctl *c, const struct nopts *o, const char *ns,
 
 int kvctl_ls(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "ls"};
+	struct nopts o = { .cmd = "ls" };
 	struct kvfs_ctl *c;
 	uint64_t cursor = 0;
 	int rc;
@@ -452,7 +459,7 @@ int kvctl_ls(int argc, char **argv)
 
 int kvctl_stat(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "stat"};
+	struct nopts o = { .cmd = "stat" };
 	uint8_t h[KVFS_HASH_LEN];
 	struct kvfs_json *j = NULL;
 	char more[KVFS_HASH_HEX_LEN + 2], *req;
@@ -498,7 +505,8 @@ static void chain_free(struct chain *ch)
 static int chain_room(struct chain *ch, size_t n)
 {
 	if (n > CTLP_HASHES_MAX) {
-		cli_fail(kvctl_cmd, 0, "%zu blocks: at most %u go in one request", n,
+		cli_fail(kvctl_cmd, 0,
+			 "%zu blocks: at most %u go in one request", n,
 			 CTLP_HASHES_MAX);
 		return EXIT_USAGE;
 	}
@@ -671,9 +679,9 @@ static void print_cached(const struct chain *ch, uint64_t k, bool tokens)
 
 int kvctl_lookup(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "lookup"};
+	struct nopts o = { .cmd = "lookup" };
 	struct kvfs_json *j = NULL;
-	struct chain ch = {0};
+	struct chain ch = { 0 };
 	int rc;
 
 	rc = prefix_cmd(argc, argv, &o, &ch, &j);
@@ -687,9 +695,9 @@ int kvctl_lookup(int argc, char **argv)
 
 int kvctl_pin(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "pin"};
+	struct nopts o = { .cmd = "pin" };
 	struct kvfs_json *j = NULL;
-	struct chain ch = {0};
+	struct chain ch = { 0 };
 	int rc;
 
 	rc = prefix_cmd(argc, argv, &o, &ch, &j);
@@ -716,7 +724,7 @@ static int lease_arg(const struct nopts *o, const char *s, uint64_t *lease)
 
 int kvctl_unpin(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "unpin"};
+	struct nopts o = { .cmd = "unpin" };
 	struct kvfs_json *j = NULL;
 	uint64_t lease;
 	char req[64];
@@ -739,7 +747,7 @@ int kvctl_unpin(int argc, char **argv)
 
 int kvctl_renew(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "renew"};
+	struct nopts o = { .cmd = "renew" };
 	struct kvfs_json *j = NULL;
 	uint64_t lease;
 	char req[64];
@@ -764,7 +772,7 @@ int kvctl_renew(int argc, char **argv)
 
 int kvctl_evict(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "evict"};
+	struct nopts o = { .cmd = "evict" };
 	uint8_t h[KVFS_HASH_LEN];
 	char more[KVFS_HASH_HEX_LEN + 2], *req, *raw;
 	struct kvfs_ctl *c = NULL;
@@ -799,7 +807,7 @@ int kvctl_evict(int argc, char **argv)
 
 static int ns_list(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "ns"};
+	struct nopts o = { .cmd = "ns" };
 	struct kvfs_json *j = NULL;
 	int rc;
 
@@ -817,7 +825,7 @@ static int ns_list(int argc, char **argv)
 
 static int ns_create(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "ns"};
+	struct nopts o = { .cmd = "ns" };
 	struct kvfs_json *j = NULL;
 	char more[32], *req, *name;
 	int rc;
@@ -847,7 +855,7 @@ static int ns_create(int argc, char **argv)
 
 static int ns_rm(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "ns"};
+	struct nopts o = { .cmd = "ns" };
 	struct kvfs_json *j = NULL;
 	char *req, *name;
 	int rc;
@@ -875,7 +883,7 @@ static int ns_rm(int argc, char **argv)
 
 int kvctl_ns(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "ns"};
+	struct nopts o = { .cmd = "ns" };
 
 	if (argc < 2 || argv[1][0] == '-') {
 		/* "ns --help", or an option where the verb belongs */
@@ -892,14 +900,14 @@ int kvctl_ns(int argc, char **argv)
 	if (!strcmp(argv[1], "rm"))
 		return ns_rm(argc - 1, argv + 1);
 	return cli_usage_error(
-	    "ns", "unknown verb \"%.32s\" (list, create or rm)", argv[1]);
+		"ns", "unknown verb \"%.32s\" (list, create or rm)", argv[1]);
 }
 
 /* ---- cluster: nodes, prefetch -------------------------------------- */
 
 int kvctl_nodes(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "nodes"};
+	struct nopts o = { .cmd = "nodes" };
 	struct kvfs_json *j = NULL;
 	const struct kvfs_json *nodes;
 	int rc;
@@ -942,26 +950,26 @@ static const char *errno_name(int e)
 		int e;
 		const char *name;
 	} names[] = {
-	    {ENOENT, "ENOENT"},
-	    {EIO, "EIO"},
-	    {ENXIO, "ENXIO"},
-	    {ENOMEM, "ENOMEM"},
-	    {EBUSY, "EBUSY"},
-	    {EEXIST, "EEXIST"},
-	    {EINVAL, "EINVAL"},
-	    {ENOSPC, "ENOSPC"},
-	    {EAGAIN, "EAGAIN"},
-	    {EPIPE, "EPIPE"},
-	    {EPROTO, "EPROTO"},
-	    {EBADMSG, "EBADMSG"},
-	    {ENODATA, "ENODATA"},
-	    {ECONNREFUSED, "ECONNREFUSED"},
-	    {ECONNRESET, "ECONNRESET"},
-	    {ETIMEDOUT, "ETIMEDOUT"},
-	    {EHOSTUNREACH, "EHOSTUNREACH"},
-	    {ECANCELED, "ECANCELED"},
-	    {EINTR, "EINTR"},
-	    {ESHUTDOWN, "ESHUTDOWN"},
+		{ ENOENT, "ENOENT" },
+		{ EIO, "EIO" },
+		{ ENXIO, "ENXIO" },
+		{ ENOMEM, "ENOMEM" },
+		{ EBUSY, "EBUSY" },
+		{ EEXIST, "EEXIST" },
+		{ EINVAL, "EINVAL" },
+		{ ENOSPC, "ENOSPC" },
+		{ EAGAIN, "EAGAIN" },
+		{ EPIPE, "EPIPE" },
+		{ EPROTO, "EPROTO" },
+		{ EBADMSG, "EBADMSG" },
+		{ ENODATA, "ENODATA" },
+		{ ECONNREFUSED, "ECONNREFUSED" },
+		{ ECONNRESET, "ECONNRESET" },
+		{ ETIMEDOUT, "ETIMEDOUT" },
+		{ EHOSTUNREACH, "EHOSTUNREACH" },
+		{ ECANCELED, "ECANCELED" },
+		{ EINTR, "EINTR" },
+		{ ESHUTDOWN, "ESHUTDOWN" },
 	};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -1004,7 +1012,7 @@ static void prefetch_json(const struct kvfs_json *errs, uint64_t got, int argc,
 
 int kvctl_prefetch(int argc, char **argv)
 {
-	struct nopts o = {.cmd = "prefetch"};
+	struct nopts o = { .cmd = "prefetch" };
 	struct kvfs_json *j = NULL;
 	struct kvfs_buf more = KVFS_BUF_INIT;
 	const struct kvfs_json *errs;

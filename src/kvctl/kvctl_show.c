@@ -45,8 +45,8 @@ const char *kvctl_jstr(const struct kvfs_json *j, const char *key)
 
 static void human_size(uint64_t v, char *out, size_t len)
 {
-	static const char *const unit[] = {"KiB", "MiB", "GiB",
-					   "TiB", "PiB", "EiB"};
+	static const char *const unit[] = { "KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB" };
 	double d = (double)v;
 	int u = -1;
 
@@ -127,7 +127,7 @@ static void table_add(struct table *t, char **row)
 
 static void table_print(struct table *t)
 {
-	size_t w[16] = {0};
+	size_t w[16] = { 0 };
 
 	for (size_t i = 0; i < t->n; i++)
 		if (t->cell[i] && width(t->cell[i]) > w[i % t->ncol])
@@ -177,11 +177,11 @@ static char *fmt_size(uint64_t v)
 /* the namespace table of status and ns list */
 int kvctl_show_namespaces(const struct kvfs_json *l)
 {
-	struct table t = {.align = "lrrrrrrr", .ncol = 8};
+	struct table t = { .align = "lrrrrrrr", .ncol = 8 };
 	char *head[8] = {
-	    strdup("NAMESPACE"), strdup("BLOCK_TOKENS"), strdup("BLOCKS"),
-	    strdup("BYTES"),	 strdup("HITS"),	 strdup("MISSES"),
-	    strdup("HIT_RATE"),	 strdup("EVICTIONS"),
+		strdup("NAMESPACE"), strdup("BLOCK_TOKENS"), strdup("BLOCKS"),
+		strdup("BYTES"),     strdup("HITS"),	     strdup("MISSES"),
+		strdup("HIT_RATE"),  strdup("EVICTIONS"),
 	};
 
 	if (!l || !l->n) {
@@ -194,15 +194,18 @@ int kvctl_show_namespaces(const struct kvfs_json *l)
 	for (size_t i = 0; i < l->n; i++) {
 		const struct kvfs_json *e = &l->kid[i];
 		char *row[8] = {
-		    kvctl_printable(kvctl_jstr(e, "name")),
-		    fmt("%llu",
-			(unsigned long long)kvctl_jnum(e, "block_tokens")),
-		    fmt("%llu", (unsigned long long)kvctl_jnum(e, "blocks")),
-		    fmt_size(kvctl_jnum(e, "bytes")),
-		    fmt("%llu", (unsigned long long)kvctl_jnum(e, "hits")),
-		    fmt("%llu", (unsigned long long)kvctl_jnum(e, "misses")),
-		    fmt("%.1f%%", 100 * jdbl(e, "hit_rate")),
-		    fmt("%llu", (unsigned long long)kvctl_jnum(e, "evictions")),
+			kvctl_printable(kvctl_jstr(e, "name")),
+			fmt("%llu",
+			    (unsigned long long)kvctl_jnum(e, "block_tokens")),
+			fmt("%llu",
+			    (unsigned long long)kvctl_jnum(e, "blocks")),
+			fmt_size(kvctl_jnum(e, "bytes")),
+			fmt("%llu", (unsigned long long)kvctl_jnum(e, "hits")),
+			fmt("%llu",
+			    (unsigned long long)kvctl_jnum(e, "misses")),
+			fmt("%.1f%%", 100 * jdbl(e, "hit_rate")),
+			fmt("%llu",
+			    (unsigned long long)kvctl_jnum(e, "evictions")),
 		};
 
 		table_add(&t, row);
@@ -327,7 +330,7 @@ void kvctl_show_block(const char *ns, const struct kvfs_json *j)
 	       kvctl_jstr(j, "checksum"),
 	       (unsigned long long)kvctl_jnum(j, "refs"), when,
 	       kvfs_json_str(kvfs_json_get(j, "parent"))
-		   ? kvctl_jstr(j, "parent")
-		   : "none recorded");
+		       ? kvctl_jstr(j, "parent")
+		       : "none recorded");
 	free(name);
 }

@@ -206,7 +206,7 @@ static int copy_new(struct kvfs *k, size_t n, bool from_dev,
 	if (!c)
 		return -ENOMEM;
 	rc = cuda_errno(
-	    cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+		cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
 	if (rc) {
 		free(c);
 		return rc;
@@ -332,8 +332,8 @@ int kvfs_copy_to_device_batch(struct kvfs *k, const char *ns,
 		goto out_end;
 	for (i = 0; i < n && !rc; i++)
 		rc = cuda_errno(cudaMemcpyAsync(
-		    blocks[i].dev, dma_src(k, c->ent[i].map), c->ent[i].len,
-		    cudaMemcpyHostToDevice, (cudaStream_t)stream));
+			blocks[i].dev, dma_src(k, c->ent[i].map), c->ent[i].len,
+			cudaMemcpyHostToDevice, (cudaStream_t)stream));
 	if (!rc)
 		for (i = 0; i < n; i++)
 			blocks[i].len = c->ent[i].len;
@@ -380,8 +380,8 @@ int kvfs_copy_from_device_batch(struct kvfs *k, const char *ns,
 	 * anything is, since a writer pins that one */
 	for (i = 0; i < n && !rc; i++)
 		rc = cuda_errno(cudaMemcpyAsync(
-		    dst[i], blocks[i].dev, blocks[i].len,
-		    cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+			dst[i], blocks[i].dev, blocks[i].len,
+			cudaMemcpyDeviceToHost, (cudaStream_t)stream));
 	free(dst);
 	return copy_launch(c, stream, rc, cp);
 out_end:
@@ -396,7 +396,7 @@ int kvfs_copy_to_device(struct kvfs *k, const char *ns,
 			size_t cap, size_t *len, void *stream,
 			struct kvfs_copy **cp)
 {
-	struct kvfs_gpu_block b = {.hash = hash, .dev = dev, .len = cap};
+	struct kvfs_gpu_block b = { .hash = hash, .dev = dev, .len = cap };
 	int rc;
 
 	rc = kvfs_copy_to_device_batch(k, ns, &b, 1, stream, cp);
@@ -411,7 +411,8 @@ int kvfs_copy_from_device(struct kvfs *k, const char *ns,
 			  void *stream, struct kvfs_copy **cp)
 {
 	struct kvfs_gpu_block b = {
-	    .hash = hash, .parent = parent, .dev = (void *)dev, .len = len};
+		.hash = hash, .parent = parent, .dev = (void *)dev, .len = len
+	};
 
 	return kvfs_copy_from_device_batch(k, ns, &b, 1, stream, cp);
 }

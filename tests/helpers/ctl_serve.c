@@ -70,11 +70,11 @@ static int serve(const char *dir, int argc, char **argv, const sigset_t *set)
 {
 	char pool[4096], index[4096], sock[4096], ready[4096], info[128];
 	struct kv_store_config cfg = {
-	    .pool_path = pool,
-	    .index_dir = index,
-	    .slot_size = SLOT,
-	    .nslots = NSLOTS,
-	    .reformat = true,
+		.pool_path = pool,
+		.index_dir = index,
+		.slot_size = SLOT,
+		.nslots = NSLOTS,
+		.reformat = true,
 	};
 	struct ctl_server *srv = NULL;
 	struct kv_store *st = NULL;

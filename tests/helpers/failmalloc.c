@@ -87,14 +87,15 @@ void failmalloc_print_sites(FILE *f)
 		uintptr_t a = (uintptr_t)sites[i];
 
 		if (dladdr(sites[i], &di) && di.dli_fname) {
-			fprintf(
-			    f, "  %s+0x%lx (%s+0x%lx)\n",
-			    di.dli_sname ? di.dli_sname : "?",
-			    di.dli_saddr
-				? (unsigned long)(a - (uintptr_t)di.dli_saddr)
-				: 0ul,
-			    di.dli_fname,
-			    (unsigned long)(a - (uintptr_t)di.dli_fbase));
+			fprintf(f, "  %s+0x%lx (%s+0x%lx)\n",
+				di.dli_sname ? di.dli_sname : "?",
+				di.dli_saddr
+					? (unsigned long)(a -
+							  (uintptr_t)
+								  di.dli_saddr)
+					: 0ul,
+				di.dli_fname,
+				(unsigned long)(a - (uintptr_t)di.dli_fbase));
 		} else {
 			fprintf(f, "  %p\n", sites[i]);
 		}

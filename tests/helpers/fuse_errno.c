@@ -268,8 +268,8 @@ static int touch(const char *path)
 	return fd < 0 ? errno : close(fd);
 }
 
-static int cmd_hold(const char *ready, const char *go, uint64_t size,
-		    int n, char **paths)
+static int cmd_hold(const char *ready, const char *go, uint64_t size, int n,
+		    char **paths)
 {
 	int *fds = calloc((size_t)n, sizeof(*fds)), err = 0;
 

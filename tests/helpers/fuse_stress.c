@@ -131,8 +131,7 @@ static int read_block(const char *path, uint64_t size, int how)
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		fprintf(stderr, "reader: open %s: %s\n", path,
-			strerror(errno));
+		fprintf(stderr, "reader: open %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size) {

@@ -32,6 +32,11 @@ cp "$top_srcdir/examples/engine.c" "$tmp/src/"
 
 flags=$(PKG_CONFIG_PATH=$pfx/lib/pkgconfig PKG_CONFIG_LIBDIR=$pfx/lib/pkgconfig \
 	pkg-config --cflags --libs libkvfs) || { bad "pkg-config libkvfs"; exit 1; }
+# a library built with --enable-sanitizers needs its runtime first in the
+# program, as any program linking such a build would
+if readelf -d "$pfx/lib/libkvfs.so" 2>/dev/null | grep -q 'libasan'; then
+	flags="$flags -fsanitize=address,undefined"
+fi
 # shellcheck disable=SC2086 # flags is a list
 if (cd "$tmp/src" && "$CC" -Wall -Werror engine.c $flags -o engine) \
 	>"$tmp/cc.log" 2>&1; then

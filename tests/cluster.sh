@@ -315,6 +315,27 @@ if kv 2 prefetch ns "$name" >"$tmp/prefetch.out" 2>&1 && has 2 "$name"; then
 else
 	bad "kvctl prefetch did not bring the block to node 2: $(cat "$tmp/prefetch.out")"
 fi
+# prefetch -j: one JSON line whose "ok" says whether every block was had,
+# with each failure's error by name (a block nobody holds: ENOENT), exit 1
+missing=$(printf '%064x' 48879)
+prc=0
+kv 2 prefetch -j ns "$name" "$missing" >"$tmp/pfj.out" 2>"$tmp/pfj.err" ||
+	prc=$?
+if [ "$prc" -eq 1 ] && "$PY" - "$tmp/pfj.out" "$name" "$missing" <<'EOF'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+blocks = {b["hash"]: b for b in j["blocks"]}
+assert j["ok"] is False, j
+assert blocks[sys.argv[2]]["ok"] is True, j
+bad = blocks[sys.argv[3]]
+assert bad["ok"] is False and isinstance(bad["error"], str), j
+assert bad.get("errno_name") == "ENOENT", j
+EOF
+then
+	ok "prefetch -j: ok false, the missing block's error named, exit 1"
+else
+	bad "prefetch -j (exit $prc): $(cat "$tmp/pfj.out" "$tmp/pfj.err")"
+fi
 
 # ---- every home member lost at once: a cached copy elsewhere restores it --
 # nodes 7 and 8 keep one copy (replicas 1) like node 5.  The block's home

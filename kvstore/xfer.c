@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -640,20 +641,50 @@ int xfer_serve(struct xconn *c, const struct kv_wire_msg *m)
 	}
 }
 
+/* " (N more held back)" after a rate-limited line, or "" */
+static const char *held_back(uint64_t missed, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (missed)
+		snprintf(buf, len, " (%" PRIu64 " more held back)", missed);
+	return buf;
+}
+
+static const char *hs_why(int rc)
+{
+	if (rc == -EACCES)
+		return "wrong secret";
+	if (rc == -ETIMEDOUT)
+		return "no handshake in time";
+	return strerror(-rc);
+}
+
 static void *server_thread(void *arg)
 {
 	struct xconn *c = arg;
 	struct kv_xfer *x = c->x;
+	char more[48];
+	uint64_t missed;
+	bool evicted;
 	int rc;
 
-	rc = server_handshake(c, xfer_now_ms() + x->timeout_ms);
+	rc = server_handshake(c, c->since_ms + x->hs_ms);
+	pthread_mutex_lock(&x->lock);
+	c->in_hs = false;
+	evicted = c->evicted;
+	pthread_mutex_unlock(&x->lock);
+	/* closed to make room just as it got through: it is gone all the
+	 * same (the accept path counted and said it) */
+	if (rc == 0 && evicted)
+		rc = -ECONNABORTED;
 	if (rc < 0) {
-		if (rc != -ECANCELED) {
-			atomic_fetch_add(&x->st.auth_failures, 1);
-			kvfs_warn("xfer: peer %s refused: %s", c->peer,
-				  rc == -EACCES ? "wrong secret"
-						: strerror(-rc));
-		}
+		if (rc == -ECANCELED || evicted)
+			goto out;
+		atomic_fetch_add(&x->st.auth_failures, 1);
+		if (kvfs_ratelimit(&x->warn_auth, KV_XFER_WARN_MS, &missed))
+			kvfs_warn("xfer: peer %s refused: %s%s", c->peer,
+				  hs_why(rc),
+				  held_back(missed, more, sizeof(more)));
 		goto out;
 	}
 	if (xio_init(c) < 0)
@@ -708,6 +739,57 @@ static void free_list(struct xconn *c)
 	}
 }
 
+/*
+ * Under x->lock: may one more accepted connection start its handshake?
+ * Every served connection costs a thread, so the caps count the served
+ * list itself.  At KV_XFER_UNAUTH_MAX waiting, the oldest is shut so the
+ * new one gets in: a peer that holds connections open saying nothing
+ * only ever holds the newest, and a real peer gets through it in a
+ * round trip.  Those being shut still hold their thread until it sees
+ * the shutdown, so they count too (twice the cap), as do the
+ * authenticated (KV_XFER_CONN_MAX); past either the new one is refused.
+ */
+static bool admit(struct kv_xfer *x, const char *name)
+{
+	unsigned all = 0, in_hs = 0, waiting = 0;
+	struct xconn *c, *oldest = NULL;
+	char more[48];
+	uint64_t missed;
+
+	for (c = x->served; c; c = c->next) {
+		all++;
+		if (!c->in_hs)
+			continue;
+		in_hs++;
+		if (c->evicted)
+			continue;
+		waiting++;
+		/* newest first: <= ends on the oldest of equal times */
+		if (!oldest || c->since_ms <= oldest->since_ms)
+			oldest = c;
+	}
+	if (all >= KV_XFER_CONN_MAX || in_hs >= 2 * KV_XFER_UNAUTH_MAX) {
+		atomic_fetch_add(&x->st.refused, 1);
+		if (kvfs_ratelimit(&x->warn_cap, KV_XFER_WARN_MS, &missed))
+			kvfs_warn("xfer: refused %s: %u peer connections, %u "
+				  "unauthenticated%s",
+				  name, all, in_hs,
+				  held_back(missed, more, sizeof(more)));
+		return false;
+	}
+	if (waiting >= KV_XFER_UNAUTH_MAX) {
+		oldest->evicted = true;
+		shutdown(oldest->fd, SHUT_RDWR);
+		atomic_fetch_add(&x->st.refused, 1);
+		if (kvfs_ratelimit(&x->warn_cap, KV_XFER_WARN_MS, &missed))
+			kvfs_warn("xfer: %u peers not authenticated: closed "
+				  "%s, the oldest%s",
+				  waiting, oldest->peer,
+				  held_back(missed, more, sizeof(more)));
+	}
+	return true;
+}
+
 static void *accept_thread(void *arg)
 {
 	struct kv_xfer *x = arg;
@@ -741,7 +823,9 @@ static void *accept_thread(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&x->lock);
-		if (x->stopping ||
+		c->in_hs = true;
+		c->since_ms = xfer_now_ms();
+		if (x->stopping || !admit(x, name) ||
 		    pthread_create(&c->thread, NULL, server_thread, c) != 0) {
 			pthread_mutex_unlock(&x->lock);
 			xconn_free(c);
@@ -944,6 +1028,11 @@ int kv_xfer_open(const struct kv_xfer_config *cfg, struct kv_xfer **out)
 	x->secret_len = cfg->secret_len;
 	x->store = cfg->store;
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KV_XFER_TIMEOUT_MS;
+	x->hs_ms = cfg->handshake_ms;
+	if (!x->hs_ms)
+		x->hs_ms = x->timeout_ms < KV_XFER_HANDSHAKE_MS
+				   ? x->timeout_ms
+				   : KV_XFER_HANDSHAKE_MS;
 	x->on_insert = cfg->on_insert;
 	x->cb_arg = cfg->cb_arg;
 	x->lfd = -1;
@@ -1274,6 +1363,7 @@ void kv_xfer_stats(struct kv_xfer *x, struct kv_xfer_stats *o)
 	o->served = atomic_load(&x->st.served);
 	o->served_bytes = atomic_load(&x->st.served_bytes);
 	o->auth_failures = atomic_load(&x->st.auth_failures);
+	o->refused = atomic_load(&x->st.refused);
 	o->bad_frames = atomic_load(&x->st.bad_frames);
 	o->conns = atomic_load(&x->st.conns);
 }

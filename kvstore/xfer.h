@@ -21,6 +21,16 @@
  * refused before any block request is read.  The frame layout is in
  * wire.h and kvfs(7).
  *
+ * Serving is bounded against peers that never authenticate: at most
+ * KV_XFER_UNAUTH_MAX connections are in the handshake at once (a new one
+ * beyond that closes the oldest still waiting, so an idle flood cannot
+ * keep a real peer out), the whole handshake must be done within
+ * KV_XFER_HANDSHAKE_MS of the accept or the connection is closed, and at
+ * most KV_XFER_CONN_MAX peer connections are served at all (beyond that
+ * a new one is closed at once).  Each of these costs one thread at most;
+ * the warnings a peer can provoke (refusals, failed handshakes) say one
+ * line per KV_XFER_WARN_MS per kind, with a count of those held back.
+ *
  * Threads: all calls are thread-safe; fetch/push/has block the caller up
  * to the engine's timeout, and many callers may have requests in flight
  * to the same peer at once.  Every call returns 0 (or a count) or a
@@ -49,6 +59,10 @@ int kv_transport_parse(const char *s, enum kv_transport *t);
 
 #define KV_XFER_SECRET_MIN 16 /* bytes */
 #define KV_XFER_TIMEOUT_MS 5000u
+#define KV_XFER_UNAUTH_MAX 32	   /* connections in the handshake */
+#define KV_XFER_HANDSHAKE_MS 5000u /* accept to authenticated */
+#define KV_XFER_CONN_MAX 256	   /* peer connections served, in all */
+#define KV_XFER_WARN_MS 10000u	   /* one line per kind per this */
 
 struct kv_xfer_config {
 	struct kv_store *store;
@@ -59,6 +73,9 @@ struct kv_xfer_config {
 	size_t secret_len;
 	enum kv_transport transport;
 	uint32_t timeout_ms; /* connect and each remote call; 0: default */
+	/* a served connection's whole handshake; 0: KV_XFER_HANDSHAKE_MS
+	 * or timeout_ms, whichever is shorter */
+	uint32_t handshake_ms;
 	/* called on an engine thread after a block a peer pushed here is
 	 * sealed in the local store (NULL: nothing); must not block long */
 	void (*on_insert)(void *arg, const char *ns,
@@ -119,6 +136,7 @@ struct kv_xfer_stats {
 	uint64_t auth_failures;	       /* peers refused */
 	uint64_t bad_frames;	       /* frames rejected by the parser */
 	uint64_t conns;		       /* connections open now */
+	uint64_t refused; /* closed unauthenticated by a cap above */
 };
 void kv_xfer_stats(struct kv_xfer *x, struct kv_xfer_stats *out);
 

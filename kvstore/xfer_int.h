@@ -34,6 +34,7 @@
 #include <stdatomic.h>
 #include <liburing.h>
 
+#include "src/common/log.h"
 #include "kvstore/store.h"
 #include "kvstore/wire.h"
 #include "kvstore/xfer.h"
@@ -128,6 +129,11 @@ struct xconn {
 	pthread_t thread; /* reader (client) / handshake+reader (server) */
 	bool thread_started;
 	atomic_bool finished; /* server thread ended: reap it */
+	/* server, under x->lock: still in the handshake, since when (for
+	 * its deadline and to pick the oldest), closed to make room */
+	bool in_hs;
+	bool evicted;
+	uint64_t since_ms;
 	atomic_bool stop;
 
 	void *tp;	    /* transport state (rdma QP) */
@@ -150,6 +156,9 @@ struct kv_xfer {
 	int port;
 	pthread_t acceptor;
 	bool accepting;
+	uint32_t hs_ms; /* a served connection's whole handshake */
+	/* warnings a peer can provoke at will: caps hit, handshakes failed */
+	struct kvfs_ratelimit warn_cap, warn_auth;
 
 	pthread_mutex_t lock; /* clients, served, calls, stopping */
 	pthread_cond_t idle;  /* calls dropped to 0 */
@@ -163,6 +172,7 @@ struct kv_xfer {
 		atomic_uint_least64_t pushes, push_bytes, push_errors;
 		atomic_uint_least64_t served, served_bytes;
 		atomic_uint_least64_t auth_failures, bad_frames, conns;
+		atomic_uint_least64_t refused;
 	} st;
 };
 

@@ -5,7 +5,9 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -576,6 +578,221 @@ static void *slow_call(void *arg)
 	return (void *)(intptr_t)fetch_fake(f, &ms);
 }
 
+/* ---- peers that never authenticate -------------------------------- */
+
+/* threads of this process: both engines' and the test's */
+static int ntasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A serves again, with these timeouts */
+static void reopen_a(uint32_t tmo, uint32_t hs_ms)
+{
+	struct kv_xfer_config cfg = {
+		.store = SA,
+		.listen = "127.0.0.1:0",
+		.secret = SECRET,
+		.secret_len = 30,
+		.transport = KV_TRANSPORT_TCP,
+		.timeout_ms = tmo,
+		.handshake_ms = hs_ms,
+	};
+
+	kv_xfer_close(XA);
+	XA = NULL;
+	ck_assert_int_eq(kv_xfer_open(&cfg, &XA), 0);
+	snprintf(PEER, sizeof(PEER), "127.0.0.1:%d", kv_xfer_port(XA));
+}
+
+/* 1 when the server has closed fd (EOF or reset) within wait_ms */
+static int closed_by_server(int fd, int wait_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&p, 1, wait_ms) <= 0)
+		return 0;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* wait (up to 3 s) until A has refused n connections; how many it has */
+static uint64_t wait_refused(uint64_t n, int *peak)
+{
+	struct kv_xfer_stats xs;
+
+	for (int i = 0; i < 300; i++) {
+		int t = ntasks();
+
+		if (peak && t > *peak)
+			*peak = t;
+		kv_xfer_stats(XA, &xs);
+		if (xs.refused >= n)
+			break;
+		usleep(10000);
+	}
+	return xs.refused;
+}
+
+/* many connections that say nothing: a bounded number of threads, and a
+ * real peer still gets its block at once */
+START_TEST(test_unauth_flood)
+{
+	enum { N = 160 };
+	uint8_t h[KVFS_HASH_LEN];
+	struct kv_xfer_stats xs;
+	int fds[N], base, peak, closed = 0;
+	uint64_t t0, refused;
+
+	/* a handshake deadline far beyond this test: only the cap acts */
+	reopen_a(5000, 0);
+	tu_hash(h, 1, 9);
+	ck_assert_int_eq(tu_put_block(SA, NSA, h, NULL, 1000), 0);
+	base = peak = ntasks();
+	for (int i = 0; i < N; i++) {
+		int t;
+
+		fds[i] = dial(kv_xfer_port(XA));
+		t = ntasks();
+		if (t > peak)
+			peak = t;
+	}
+	refused = wait_refused(N - KV_XFER_UNAUTH_MAX, &peak);
+	/* those being shut may linger a moment, never more than the cap */
+	ck_assert_int_le(peak, base + 2 * KV_XFER_UNAUTH_MAX + 2);
+
+	t0 = now_ms();
+	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
+	ck_assert_uint_lt(now_ms() - t0, 1000);
+	kv_xfer_stats(XA, &xs);
+	ck_assert_uint_eq(xs.served, 1);
+	ck_assert_uint_eq(xs.auth_failures, 0);
+
+	/* the server closed the oldest, not the real peer */
+	for (int i = 0; i < N; i++)
+		closed += closed_by_server(fds[i], 0);
+	ck_assert_int_ge(closed, N - KV_XFER_UNAUTH_MAX);
+	ck_assert_uint_ge(refused, N - KV_XFER_UNAUTH_MAX);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	ck_assert_int_eq(kv_xfer_ping(XB, PEER), 0);
+}
+END_TEST
+
+/* the whole handshake has one deadline: saying nothing, or a HELLO a
+ * byte at a time, is closed once it has passed */
+START_TEST(test_handshake_deadline)
+{
+	enum { HS = 300, SLACK = 700 };
+	uint8_t hello[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
+	struct kv_wire_msg m;
+	struct kv_auth a;
+	uint64_t t0, ms;
+	int fd, gone;
+	long n;
+
+	reopen_a(5000, HS);
+	kv_auth_init(&a, KV_AUTH_CLIENT, SECRET, 30);
+	kv_auth_client_hello(&a, &m);
+	n = kv_wire_encode(&m, hello, sizeof(hello));
+	ck_assert_int_gt(n, 0);
+
+	t0 = now_ms();
+	fd = dial(kv_xfer_port(XA));
+	ck_assert(closed_by_server(fd, HS + SLACK));
+	ms = now_ms() - t0;
+	ck_assert_uint_ge(ms, HS - 50);
+	close(fd);
+
+	t0 = now_ms();
+	fd = dial(kv_xfer_port(XA));
+	gone = 0;
+	for (long i = 0; i < n && !gone && now_ms() - t0 < HS + SLACK; i++) {
+		if (send(fd, hello + i, 1, MSG_NOSIGNAL) != 1)
+			gone = 1;
+		else
+			gone = closed_by_server(fd, 40);
+	}
+	/* HELLO done in time: it is the AUTH that never comes */
+	if (!gone)
+		gone = closed_by_server(fd, (int)(HS + SLACK));
+	ms = now_ms() - t0;
+	ck_assert(gone);
+	ck_assert_uint_ge(ms, HS - 50);
+	ck_assert_uint_le(ms, HS + SLACK);
+	close(fd);
+	/* a real peer is well within it */
+	ck_assert_int_eq(kv_xfer_ping(XB, PEER), 0);
+}
+END_TEST
+
+/* a flood of refusals and failed handshakes says a line or two */
+START_TEST(test_warn_ratelimit)
+{
+	enum { N = 100 };
+	char path[] = "/tmp/kvfs-check-xfer-XXXXXX", line[512];
+	struct kvfs_ratelimit rl = { 0 };
+	struct kv_xfer_stats xs;
+	int fds[N], lf, saved, lines = 0;
+	uint64_t missed = 0, refused;
+	FILE *f;
+
+	reopen_a(5000, 200);
+	lf = mkstemp(path);
+	ck_assert_int_ge(lf, 0);
+	unlink(path);
+	saved = dup(2);
+	ck_assert_int_ge(saved, 0);
+	dup2(lf, 2);
+	kvfs_log_set_level(KVFS_LOG_WARN);
+
+	for (int i = 0; i < N; i++)
+		fds[i] = dial(kv_xfer_port(XA));
+	refused = wait_refused(N - KV_XFER_UNAUTH_MAX, NULL);
+	/* and the rest miss the handshake deadline */
+	for (int i = 0; i < 300; i++) {
+		kv_xfer_stats(XA, &xs);
+		if (xs.auth_failures >= KV_XFER_UNAUTH_MAX)
+			break;
+		usleep(10000);
+	}
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+
+	kvfs_log_set_level(KVFS_LOG_ERR);
+	dup2(saved, 2);
+	close(saved);
+	ck_assert_uint_ge(xs.auth_failures, KV_XFER_UNAUTH_MAX);
+	f = fdopen(lf, "r");
+	ck_assert_ptr_nonnull(f);
+	rewind(f);
+	while (fgets(line, sizeof(line), f))
+		lines += strstr(line, "xfer:") != NULL;
+	fclose(f);
+	/* one per kind: a cap hit, a handshake failed */
+	ck_assert_int_ge(lines, 1);
+	ck_assert_int_le(lines, 2);
+	ck_assert_uint_ge(refused, N - KV_XFER_UNAUTH_MAX);
+
+	/* the helper: one through per interval, then the count held back */
+	ck_assert(kvfs_ratelimit(&rl, 200, &missed));
+	ck_assert_uint_eq(missed, 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert(!kvfs_ratelimit(&rl, 200, &missed));
+	usleep(250000);
+	ck_assert(kvfs_ratelimit(&rl, 200, &missed));
+	ck_assert_uint_eq(missed, 10);
+}
+END_TEST
+
 START_TEST(test_close_inflight)
 {
 	struct fake f;
@@ -664,6 +881,9 @@ int main(void)
 	tcase_add_test(tc, test_timeout);
 	tcase_add_test(tc, test_bad_reply);
 	tcase_add_test(tc, test_garbage_peer);
+	tcase_add_test(tc, test_unauth_flood);
+	tcase_add_test(tc, test_handshake_deadline);
+	tcase_add_test(tc, test_warn_ratelimit);
 	tcase_add_test(tc, test_close_inflight);
 	tcase_add_test(tc, test_config);
 	suite_add_tcase(s, tc);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "src/common/log.h"
 
@@ -42,4 +43,26 @@ void kvfs_log(enum kvfs_log_level lvl, const char *fmt, ...)
 	fputs(line, stderr);
 	fputc('\n', stderr);
 	funlockfile(stderr);
+}
+
+bool kvfs_ratelimit(struct kvfs_ratelimit *rl, uint32_t interval_ms,
+		    uint64_t *missed)
+{
+	uint_least64_t next = atomic_load(&rl->next_ms);
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* + 1: a zeroed struct lets the very first line through */
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1;
+	/* of the threads racing past next, one wins the exchange and says
+	 * it; the others count as held back */
+	if (now < next || !atomic_compare_exchange_strong(&rl->next_ms, &next,
+							  now + interval_ms)) {
+		atomic_fetch_add(&rl->missed, 1);
+		return false;
+	}
+	if (missed)
+		*missed = atomic_exchange(&rl->missed, 0);
+	return true;
 }

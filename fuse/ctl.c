@@ -99,22 +99,39 @@ static int listen_on(struct ctl_server *srv, mode_t mode)
 {
 	struct sockaddr_un sa;
 	struct stat sb;
+	mode_t old_mask;
 	int rc;
 
 	rc = make_addr(srv->path, &sa);
 	if (rc < 0)
 		return rc;
+	if (lstat(srv->path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+		kvfs_err("control socket %s is a symbolic link; refusing it",
+			 srv->path);
+		return -ELOOP;
+	}
 	srv->lfd =
 		socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (srv->lfd < 0)
 		return -errno;
+	/*
+	 * The mode is set before the file exists, never by path after (a
+	 * chmod by name follows whatever link is put there meanwhile): bind
+	 * makes the file with the socket inode's mode less umask, so give
+	 * both the mode wanted; connecting needs write permission, which
+	 * the usual umask does not grant to others.  The umask is the
+	 * whole process's: loosen it only by the bits mode grants, only
+	 * for the bind.
+	 */
+	if (fchmod(srv->lfd, mode) < 0)
+		return -errno;
+	old_mask = umask(0777);
+	umask(old_mask & ~mode);
 	rc = bind_path(srv->lfd, &sa);
+	umask(old_mask);
 	if (rc < 0)
 		return rc;
-	/* until chmod the socket has umask's mode; connecting needs write
-	 * permission, which umask rarely grants to others */
-	if (chmod(srv->path, mode) < 0 || stat(srv->path, &sb) < 0 ||
-	    listen(srv->lfd, LISTEN_BACKLOG) < 0) {
+	if (lstat(srv->path, &sb) < 0 || listen(srv->lfd, LISTEN_BACKLOG) < 0) {
 		rc = -errno;
 		unlink(srv->path);
 		return rc;

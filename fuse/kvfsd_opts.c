@@ -442,6 +442,7 @@ out_free:
 static int plan_state_dir(struct kvfsd_opts *o)
 {
 	char *want, *base, *leaf;
+	struct stat st;
 	int rc;
 
 	if (o->state_o) {
@@ -457,9 +458,18 @@ static int plan_state_dir(struct kvfsd_opts *o)
 		cli_fail(NULL, 0, "no state directory (set HOME or -o state)");
 		return -ENOMEM;
 	}
-	rc = plan_path(want, &o->state_dir);
-	if (rc < 0)
-		cli_fail(NULL, rc, "state directory %s", want);
+	/* plan_path resolves links: refuse one here, while it is still seen
+	 * (kvfsd_opts_create checks the directory itself) */
+	if (lstat(want, &st) == 0 && S_ISLNK(st.st_mode)) {
+		cli_fail(NULL, 0,
+			 "state directory %s is a symbolic link; refusing it",
+			 want);
+		rc = -EPERM;
+	} else {
+		rc = plan_path(want, &o->state_dir);
+		if (rc < 0)
+			cli_fail(NULL, rc, "state directory %s", want);
+	}
 	free(want);
 	return rc;
 }
@@ -508,7 +518,9 @@ static bool pool_geometry(const char *path, uint64_t *slot_size,
 	unsigned char h[32];
 	uint64_t ss;
 	uint32_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* no link followed, no FIFO waited on: the pool check proper is
+	 * kv_pool_open's */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	ssize_t got;
 
 	if (fd < 0)
@@ -846,6 +858,49 @@ int kvfsd_opts_check(struct kvfsd_opts *o, struct fuse_args *args)
 	return rc;
 }
 
+/*
+ * The state directory holds the index and the control socket: whoever
+ * else may write it could swap either under the daemon.  So it must be a
+ * directory, not a link, ours, and not group or other writable, as seen
+ * on an fd opened without following a link (no check-then-use race).
+ */
+static int check_state_dir(const char *dir)
+{
+	struct stat st;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0) {
+		rc = -errno;
+		if (errno == ELOOP || errno == ENOTDIR)
+			cli_fail(NULL, 0,
+				 "state directory %s is a symbolic link or "
+				 "not a directory; refusing it",
+				 dir);
+		else
+			cli_fail(NULL, rc, "state directory %s", dir);
+		return rc == -ENOENT ? rc : -EPERM;
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		cli_fail(NULL, rc, "state directory %s", dir);
+	} else if (st.st_uid != geteuid()) {
+		cli_fail(NULL, 0,
+			 "state directory %s is owned by uid %u, not by "
+			 "kvfsd's uid %u; refusing it",
+			 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		rc = -EPERM;
+	} else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		cli_fail(NULL, 0,
+			 "state directory %s is writable by group or others "
+			 "(mode %04o); refusing it",
+			 dir, (unsigned)(st.st_mode & 07777));
+		rc = -EPERM;
+	}
+	close(fd);
+	return rc;
+}
+
 int kvfsd_opts_create(struct kvfsd_opts *o)
 {
 	mode_t mode = 0700 | ((o->ctl_mode & 0060) ? 0010 : 0) |
@@ -854,11 +909,18 @@ int kvfsd_opts_create(struct kvfsd_opts *o)
 	int rc;
 
 	o->created = true;
-	o->pool_existed = stat(o->pool_path, &st) == 0;
+	/* lstat: a link planted at the pool path is not ours to remove */
+	o->pool_existed = lstat(o->pool_path, &st) == 0;
 	o->index_existed = stat(o->index_dir, &st) == 0;
 	rc = mkdir_p(o->state_dir, mode, &o->made_dir);
-	if (rc < 0)
+	if (rc < 0) {
 		cli_fail(NULL, rc, "state directory %s", o->state_dir);
+		return rc;
+	}
+	rc = check_state_dir(o->state_dir);
+	/* refused and not made by us: undoing must leave it all be */
+	if (rc < 0 && !o->made_dir)
+		o->created = false;
 	return rc;
 }
 

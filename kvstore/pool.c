@@ -186,14 +186,99 @@ static int pool_lists_init(struct kv_pool *p)
 	return pthread_mutex_init(&p->lock, NULL) ? -ENOMEM : 0;
 }
 
+/*
+ * Open path without following a link at its end, creating it only where
+ * nothing is (O_EXCL): a file or link planted under the predictable name
+ * in /dev/shm is never created over, only checked by pool_trusted.
+ * O_NONBLOCK keeps a FIFO or device planted there from blocking the open.
+ */
+static int pool_open_fd(const char *path, unsigned flags)
+{
+	const int base = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+	int fd;
+
+	/* bounded: only a file removed between the two opens loops */
+	for (int tries = 0; tries < 3; tries++) {
+		if (flags & KV_POOL_CREATE) {
+			/* 0600 until pool_adopt sets the mode asked for */
+			fd = open(path, base | O_CREAT | O_EXCL, 0600);
+			if (fd >= 0 || errno != EEXIST)
+				break;
+		}
+		fd = open(path, base);
+		if (fd >= 0 || errno != ENOENT || !(flags & KV_POOL_CREATE))
+			break;
+	}
+	if (fd >= 0)
+		return fd;
+	if (errno == ELOOP) {
+		kvfs_err("pool %s is a symbolic link; refusing to follow it",
+			 path);
+		return -EPERM;
+	}
+	if (errno == EISDIR || errno == ENXIO) {
+		kvfs_err("pool %s is not a regular file; refusing it", path);
+		return -EPERM;
+	}
+	return -errno;
+}
+
+/*
+ * Whoever else could write the file could rewrite sealed blocks under
+ * the daemon, so only a plain file of ours is adopted, checked on the
+ * open fd (a check by path could be raced): our euid's, one link (a hard
+ * link could make -o reformat truncate another file), and writable by
+ * group or others only as far as mode grants it.
+ */
+static int pool_trusted(int fd, const char *path, mode_t mode)
+{
+	struct stat st;
+	mode_t extra;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		kvfs_err("pool %s is not a regular file; refusing it", path);
+		return -EPERM;
+	}
+	if (st.st_uid != geteuid()) {
+		kvfs_err("pool %s is owned by uid %u, not by kvfsd's uid %u; "
+			 "refusing to adopt it",
+			 path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_nlink != 1) {
+		kvfs_err("pool %s has %lu hard links; refusing to adopt it",
+			 path, (unsigned long)st.st_nlink);
+		return -EPERM;
+	}
+	extra = st.st_mode & (S_IWGRP | S_IWOTH) & ~mode;
+	if (extra) {
+		kvfs_err("pool %s is writable by %s (mode %04o); refusing to "
+			 "adopt it",
+			 path,
+			 extra == (S_IWGRP | S_IWOTH) ? "group and others"
+			 : extra == S_IWGRP	      ? "its group"
+						      : "others",
+			 (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
 		 struct kv_pool **out)
 {
+	return kv_pool_open_mode(path, g, flags, 0600, out);
+}
+
+int kv_pool_open_mode(const char *path, const struct kv_pool_geom *g,
+		      unsigned flags, mode_t mode, struct kv_pool **out)
+{
 	struct kv_pool *p;
-	int oflags = O_RDWR | O_CLOEXEC;
 	int rc, fmt;
 
-	if (!path || !*path || !out || !geom_valid(g) ||
+	if (!path || !*path || !out || !geom_valid(g) || (mode & ~0666u) ||
 	    (flags & ~(unsigned)(KV_POOL_CREATE | KV_POOL_REFORMAT)))
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
@@ -206,13 +291,18 @@ int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	if (flags & KV_POOL_CREATE)
-		oflags |= O_CREAT;
-	/* 0600: the pool holds the cache's bytes, only its owner maps it */
-	p->fd = open(path, oflags, 0600);
+	p->fd = pool_open_fd(path, flags);
 	if (p->fd < 0) {
-		rc = -errno;
+		rc = p->fd;
 		goto out_free;
+	}
+	rc = pool_trusted(p->fd, path, mode);
+	if (rc < 0)
+		goto out_close;
+	/* a regular file now: blocking I/O as usual */
+	if (fcntl(p->fd, F_SETFL, 0) < 0) {
+		rc = -errno;
+		goto out_close;
 	}
 	if (flock(p->fd, LOCK_EX | LOCK_NB) < 0) {
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
@@ -223,6 +313,11 @@ int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
 	fmt = pool_check(p->fd, path, g, flags);
 	if (fmt < 0) {
 		rc = fmt;
+		goto out_close;
+	}
+	/* on the fd, never by path: the name may point elsewhere by now */
+	if (fchmod(p->fd, mode) < 0) {
+		rc = -errno;
 		goto out_close;
 	}
 	rc = pool_map(p, fmt);

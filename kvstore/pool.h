@@ -28,6 +28,14 @@
  *
  * One process owns a pool at a time (flock); a second open is -EBUSY.
  *
+ * The default name is predictable and /dev/shm writable by all, so the
+ * file is created with O_EXCL, no open follows a link at its end, and an
+ * existing file is adopted only when it is a regular file with one link,
+ * owned by our euid, writable by group and others no more than the mode
+ * asked for (kv_pool_open_mode): else -EPERM, the reason logged, with
+ * or without KV_POOL_REFORMAT.  Someone else's pool could have its
+ * sealed blocks rewritten behind the daemon's back.
+ *
  * Thread safety: alloc/free/reserve/nfree take the pool's mutex and may be
  * called from any thread; slot pointers are stable for the pool's life.
  */
@@ -37,6 +45,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define KV_POOL_VERSION 1
 #define KV_POOL_HDR_SIZE 4096u
@@ -63,10 +72,20 @@ enum kv_pool_flags {
  *  - valid header, other geometry, or not a pool: -EINVAL (the reason is
  *    logged) unless KV_POOL_REFORMAT, which formats it anew
  *  - bad geometry in g: -EINVAL; owned by another process: -EBUSY
+ *  - a link, not a regular file, or not ours (above): -EPERM
  * All slots start free; the caller reserves those it knows to be in use.
  */
 int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
 		 struct kv_pool **out);
+/*
+ * kv_pool_open with the file's mode (permission bits within 0666;
+ * kv_pool_open's is 0600), set with fchmod on every open: kvfsd gives
+ * those allowed on its control socket the pool too (kvfsd(8), ACCESS
+ * CONTROL), so their write bits on an existing pool are no reason to
+ * refuse it.  Other bits: -EINVAL.
+ */
+int kv_pool_open_mode(const char *path, const struct kv_pool_geom *g,
+		      unsigned flags, mode_t mode, struct kv_pool **out);
 /* unmaps and closes; the file stays.  NULL is a no-op. */
 void kv_pool_close(struct kv_pool *p);
 

@@ -305,10 +305,10 @@ int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out)
 	if (!st)
 		return -ENOMEM;
 	st->lease_ms = cfg->lease_ms ? cfg->lease_ms : STORE_DEFAULT_LEASE_MS;
-	rc = kv_pool_open(cfg->pool_path, &g,
-			  KV_POOL_CREATE |
-				  (cfg->reformat ? KV_POOL_REFORMAT : 0),
-			  &st->pool);
+	rc = kv_pool_open_mode(
+		cfg->pool_path, &g,
+		KV_POOL_CREATE | (cfg->reformat ? KV_POOL_REFORMAT : 0),
+		cfg->pool_mode ? cfg->pool_mode : 0600, &st->pool);
 	if (rc < 0)
 		goto out_free;
 	st->nslots = g.nslots;

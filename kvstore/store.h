@@ -61,6 +61,7 @@ struct kv_store_config {
 	uint32_t nslots;       /* blocks the pool holds */
 	uint32_t lease_ms;     /* default match lease; 0 means 10000 */
 	bool reformat;	       /* format pool and index anew if they differ */
+	unsigned pool_mode;    /* the pool file's mode (pool.h); 0 means 0600 */
 };
 
 /* per-namespace and whole-store counters (kv_store_stats) */

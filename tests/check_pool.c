@@ -180,6 +180,136 @@ START_TEST(test_second_owner_busy)
 }
 END_TEST
 
+/* a file of n bytes of 'x' at path, for a link to point at */
+static void put_file(const char *path, size_t n)
+{
+	char buf[64];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_uint_le(n, sizeof(buf));
+	ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	close(fd);
+}
+
+static off_t size_of(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_size;
+}
+
+/* refused with and without reformat, and nothing opened */
+static void refused(const char *path)
+{
+	struct kv_pool *a = NULL;
+
+	ck_assert_int_eq(kv_pool_open(path, &g4, KV_POOL_CREATE, &a), -EPERM);
+	ck_assert_int_eq(
+		kv_pool_open(path, &g4, KV_POOL_CREATE | KV_POOL_REFORMAT, &a),
+		-EPERM);
+	ck_assert_ptr_null(a);
+}
+
+/* a link at the pool's name, dangling or not, is never followed */
+START_TEST(test_refuse_symlink)
+{
+	struct tu_paths p;
+	struct stat st;
+
+	tu_paths(&p);
+	put_file(p.index, 10);
+	ck_assert_int_eq(symlink(p.index, p.pool), 0);
+	refused(p.pool);
+	ck_assert_int_eq(size_of(p.index), 10); /* not truncated */
+	ck_assert_int_eq(unlink(p.index), 0);
+	refused(p.pool); /* dangling: the target is not created */
+	ck_assert_int_eq(lstat(p.index, &st), -1);
+	ck_assert_int_eq(lstat(p.pool, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+}
+END_TEST
+
+/* write bits for group or others beyond the mode asked: someone else
+ * could have rewritten blocks */
+START_TEST(test_refuse_writable)
+{
+	struct tu_paths p;
+	struct kv_pool *a;
+	struct stat st;
+
+	tu_paths(&p);
+	ck_assert_int_eq(kv_pool_open(p.pool, &g4, KV_POOL_CREATE, &a), 0);
+	kv_pool_close(a);
+	ck_assert_int_eq(chmod(p.pool, 0602), 0);
+	refused(p.pool);
+	ck_assert_int_eq(chmod(p.pool, 0620), 0);
+	refused(p.pool);
+	ck_assert_int_eq(stat(p.pool, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0620); /* untouched */
+	/* granted by the mode: adopted, and set to it on the fd */
+	ck_assert_int_eq(kv_pool_open_mode(p.pool, &g4, 0, 0660, &a), 0);
+	ck_assert(!kv_pool_formatted(a));
+	ck_assert_int_eq(stat(p.pool, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0660);
+	kv_pool_close(a);
+	/* 0660 now, so a 0600 open refuses it again */
+	refused(p.pool);
+	ck_assert_int_eq(kv_pool_open_mode(p.pool, &g4, 0, 0755, &a), -EINVAL);
+	/* a new pool gets the mode, whatever the umask */
+	tu_paths(&p);
+	ck_assert_int_eq(
+		kv_pool_open_mode(p.pool, &g4, KV_POOL_CREATE, 0640, &a), 0);
+	ck_assert_int_eq(stat(p.pool, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
+	kv_pool_close(a);
+}
+END_TEST
+
+START_TEST(test_refuse_not_regular)
+{
+	struct tu_paths p, q;
+	struct kv_pool *a;
+
+	tu_paths(&p);
+	ck_assert_int_eq(mkfifo(p.pool, 0600), 0);
+	refused(p.pool); /* and did not block on it */
+	tu_paths(&p);
+	ck_assert_int_eq(mkdir(p.pool, 0700), 0);
+	refused(p.pool);
+	rmdir(p.pool); /* tu_cleanup unlinks, which leaves directories */
+	/* a second name: -o reformat would truncate the other file */
+	tu_paths(&p);
+	tu_paths(&q);
+	ck_assert_int_eq(kv_pool_open(p.pool, &g4, KV_POOL_CREATE, &a), 0);
+	kv_pool_close(a);
+	ck_assert_int_eq(link(p.pool, q.pool), 0);
+	refused(q.pool);
+	ck_assert_int_eq(size_of(p.pool), 4096 + 4 * 4096);
+}
+END_TEST
+
+/* a pool another user made beforehand under the predictable name */
+START_TEST(test_refuse_other_owner)
+{
+	struct tu_paths p;
+	struct kv_pool *a;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "pool: other owner: skipped (needs root)\n");
+		return;
+	}
+	tu_paths(&p);
+	ck_assert_int_eq(kv_pool_open(p.pool, &g4, KV_POOL_CREATE, &a), 0);
+	kv_pool_close(a);
+	ck_assert_int_eq(chown(p.pool, 65534, 65534), 0);
+	refused(p.pool);
+	ck_assert_int_eq(kv_pool_open_mode(p.pool, &g4, 0, 0666, &a), -EPERM);
+}
+END_TEST
+
 #define T_THREADS 4
 #define T_ROUNDS 20000
 
@@ -253,6 +383,10 @@ int main(void)
 	tcase_add_test(tc_core, test_bad_args);
 	tcase_add_test(tc_core, test_alloc_free);
 	tcase_add_test(tc_core, test_second_owner_busy);
+	tcase_add_test(tc_core, test_refuse_symlink);
+	tcase_add_test(tc_core, test_refuse_writable);
+	tcase_add_test(tc_core, test_refuse_not_regular);
+	tcase_add_test(tc_core, test_refuse_other_owner);
 	tcase_add_test(tc_core, test_threads);
 	suite_add_tcase(s, tc_core);
 	return tu_run(s);

@@ -23,6 +23,13 @@ static void set_time(struct timespec *ts, uint64_t ns)
 	ts->tv_nsec = (long)(ns % 1000000000ull);
 }
 
+/*
+ * Everything is owned by the daemon's user, whoever made it: the store
+ * keeps no owners.  With allow_other, kvfsd.c adds default_permissions and
+ * the kernel enforces these modes: the root and namespaces are 0755, so
+ * only that user (and root) may make or remove namespaces and blocks;
+ * everyone else may list and read.
+ */
 void fs_stat_dir(const struct kvfs_fs *fs, fuse_ino_t ino, nlink_t nlink,
 		 mode_t perm, struct stat *st)
 {

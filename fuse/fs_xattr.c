@@ -188,22 +188,24 @@ void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_buf(req, list, len);
 }
 
-/* a decimal value, as setfattr or echo give it (a newline may end it) */
+/*
+ * Exactly decimal digits, the value's whole length: no sign, space,
+ * newline or NUL.  strtoul would stop at the first of those and accept
+ * "64\0junk"; a value must mean one thing, as every block name derives
+ * from it.
+ */
 static int parse_tokens(const char *value, size_t size, uint32_t *out)
 {
-	char buf[16], *end;
-	unsigned long v;
+	uint64_t v = 0;
 
-	if (size && value[size - 1] == '\n')
-		size--;
-	if (size == 0 || size >= sizeof(buf))
+	if (size == 0 || size > 10)
 		return -EINVAL;
-	memcpy(buf, value, size);
-	buf[size] = '\0';
-	if (buf[0] < '0' || buf[0] > '9')
-		return -EINVAL;
-	v = strtoul(buf, &end, 10);
-	if (*end || v == 0 || v > KVFS_BLOCK_TOKENS_MAX)
+	for (size_t i = 0; i < size; i++) {
+		if (value[i] < '0' || value[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(value[i] - '0');
+	}
+	if (v == 0 || v > KVFS_BLOCK_TOKENS_MAX)
 		return -EINVAL;
 	*out = (uint32_t)v;
 	return 0;

@@ -206,6 +206,9 @@ static int open_store(struct daemon *d)
 		.nslots = d->o.slots,
 		.lease_ms = d->o.lease_ms,
 		.reformat = d->o.reformat,
+		/* libkvfs maps the pool itself: whoever may use the control
+		 * socket may map it (kvfsd(8), ACCESS CONTROL), nobody else */
+		.pool_mode = d->o.ctl_mode & 0666,
 	};
 	struct kv_store_stats s;
 	int rc = kv_store_open(&sc, &d->st);
@@ -216,11 +219,6 @@ static int open_store(struct daemon *d)
 			 rc == -EINVAL ? "; -o reformat starts it anew" : "");
 		return rc;
 	}
-	/* libkvfs maps the pool itself: whoever may use the control socket
-	 * may map it (kvfsd(8), ACCESS CONTROL), and nobody else */
-	if (chmod(d->o.pool_path, d->o.ctl_mode & 0666) < 0)
-		kvfs_warn("pool %s: chmod %04o: %s", d->o.pool_path,
-			  (unsigned)(d->o.ctl_mode & 0666), strerror(errno));
 	kv_store_stats(d->st, &s);
 	kvfs_info("pool %s: %llu slots of %llu bytes, %llu blocks recovered, "
 		  "%llu dropped",
@@ -525,6 +523,46 @@ static int serve(struct daemon *d)
 	return rc < 0 ? KVFSD_EXIT_FAIL : KVFSD_EXIT_OK;
 }
 
+enum { KEY_ALLOW_OTHER = 1 };
+
+static int find_allow_other(void *data, const char *arg, int key,
+			    struct fuse_args *outargs)
+{
+	if (key == KEY_ALLOW_OTHER)
+		*(bool *)data = true;
+	return 1;
+}
+
+/*
+ * With allow_other every local user reaches the mount, and FUSE checks no
+ * mode unless told to: the kernel then enforces the modes and owners the
+ * file system reports (fs.c), so only the daemon's user (and root) may
+ * create, write, unlink, mkdir, rmdir or set attributes.  Checking in
+ * each handler instead would leave any path forgotten open.  The scan
+ * runs on a copy: fuse_opt_parse rewrites what it parses.
+ */
+static int force_default_permissions(struct fuse_args *args)
+{
+	static const struct fuse_opt opts[] = {
+		FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+		FUSE_OPT_END,
+	};
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	bool other = false;
+	int rc = 0;
+
+	for (int i = 0; i < args->argc && rc == 0; i++)
+		rc = fuse_opt_add_arg(&copy, args->argv[i]);
+	if (rc == 0)
+		rc = fuse_opt_parse(&copy, &other, opts, find_allow_other);
+	fuse_opt_free_args(&copy);
+	if (rc < 0)
+		return -ENOMEM;
+	if (other && fuse_opt_add_arg(args, "-odefault_permissions") < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = {
@@ -536,6 +574,8 @@ int main(int argc, char **argv)
 	cli_init("kvfsd");
 	kvfs_log_init("kvfsd", KVFS_LOG_INFO);
 	rc = kvfsd_opts_parse(&d.args, &d.o);
+	if (rc == 0)
+		rc = force_default_permissions(&d.args);
 	if (rc == 0) {
 		if (d.o.cmd.debug)
 			kvfs_log_set_level(KVFS_LOG_DEBUG);

@@ -264,6 +264,20 @@ converge 150 "node 4 left: nodes 2 and 3 see 2 nodes" all_see 2 2 3
 # node 5 keeps its blocks (replicas 1); pick a block it is the first home of
 node 5 "$tmp/secret" 1
 converge 100 "node 5 joined: nodes 2, 3, 5 see 3 nodes" all_see 3 2 3 5
+# MOUNT/.kvfs/nodes is the cluster view by node id, this node first
+if "$PY" - "$tmp/mnt3/.kvfs/nodes" <<'EOF'
+import json, sys
+n = json.load(open(sys.argv[1]))["nodes"]
+ids = [str(x["id"]) for x in n]
+assert sorted(ids) == ["2", "3", "5"], ids
+assert ids[0] == "3" and n[0].get("self") is True, n[0]
+assert not any(x.get("self") for x in n[1:]), n
+EOF
+then
+	ok "node 3's .kvfs/nodes lists nodes 2, 3 and 5 by id, itself first"
+else
+	bad "node 3's .kvfs/nodes: $(cat "$tmp/mnt3/.kvfs/nodes")"
+fi
 mkdir -p "$tmp/mnt5/ns"
 name=$("$PY" - <<'EOF'
 import hashlib

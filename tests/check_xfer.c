@@ -671,7 +671,8 @@ START_TEST(test_unauth_flood)
 
 	t0 = now_ms();
 	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
-	ck_assert_uint_lt(now_ms() - t0, 1000);
+	/* well within the 5 s handshake a flood could otherwise hold up */
+	ck_assert_uint_lt(now_ms() - t0, 3000);
 	kv_xfer_stats(XA, &xs);
 	ck_assert_uint_eq(xs.served, 1);
 	ck_assert_uint_eq(xs.auth_failures, 0);
@@ -691,7 +692,9 @@ END_TEST
  * byte at a time, is closed once it has passed */
 START_TEST(test_handshake_deadline)
 {
-	enum { HS = 300, SLACK = 700 };
+	/* slack for a loaded machine under ASan; the engine timeout (5 s)
+	 * stays above HS + SLACK, so the old code still fails */
+	enum { HS = 300, SLACK = 2700 };
 	uint8_t hello[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
 	struct kv_wire_msg m;
 	struct kv_auth a;

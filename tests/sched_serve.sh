@@ -24,7 +24,10 @@ command -v "$PY" >/dev/null 2>&1 || skip "no python3"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched_serve.XXXXXX")
 pids=""
 cleanup() {
-	for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+	# TERM first: timeout(1) passes it on to its kvconductor, which a
+	# SIGKILLed timeout would leave running
+	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in $pids; do wait_until 30 gone "$p" || kill -KILL "$p" 2>/dev/null; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM

@@ -264,3 +264,21 @@ int kvfs_hash_from_hex(const char *hex, uint8_t h[KVFS_HASH_LEN])
 	memcpy(h, tmp, sizeof(tmp));
 	return 0;
 }
+
+int kvfs_path_key(const char *path, size_t len, uint8_t out[KVFS_HASH_LEN])
+{
+	static const char magic[] = "kvfs-path-v1"; /* and its NUL */
+	EVP_MD_CTX *ctx;
+	int saved = errno, rc = -EIO;
+
+	if (!path || len == 0)
+		return -EINVAL;
+	ctx = EVP_MD_CTX_new();
+	if (ctx && md_init(ctx, 1) == 0 &&
+	    EVP_DigestUpdate(ctx, magic, sizeof(magic)) == 1 &&
+	    EVP_DigestUpdate(ctx, path, len) == 1)
+		rc = md_final(ctx, out);
+	EVP_MD_CTX_free(ctx);
+	errno = saved;
+	return rc;
+}

@@ -63,4 +63,16 @@ void kvfs_hash_to_hex(const uint8_t h[KVFS_HASH_LEN],
  */
 int kvfs_hash_from_hex(const char *hex, uint8_t h[KVFS_HASH_LEN]);
 
+/*
+ * The store key of a file in an open namespace (kvfs(7), "Layouts"):
+ *
+ *   key = SHA256("kvfs-path-v1" 0x00 path)
+ *
+ * path is relative to the namespace directory, components joined by '/',
+ * no leading or trailing '/' ("a/b/c.bin").  Every node derives the same
+ * key from the same path, so remote reads and replicas need no name table.
+ * -EINVAL for an empty path.
+ */
+int kvfs_path_key(const char *path, size_t len, uint8_t out[KVFS_HASH_LEN]);
+
 #endif /* KVFS_HASH_H */

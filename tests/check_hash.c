@@ -2,7 +2,8 @@
  * check_hash.c - the contracts of src/hash.h and src/tokens.h.
  *
  * Pinned vectors were computed with tests/hash_ref.py, an independent
- * Python implementation; kvfs(7) quotes the first one as its worked example.
+ * Python implementation; kvfs(7) quotes the first one as its worked example
+ * (and the first SGLang one in "SGLang chain").
  * If one of them changes, the on-disk names of every cached block change:
  * that is a format break (kvfs-v2), never a test to "fix".
  */
@@ -41,6 +42,22 @@
 /* hash_ref.py test 2 4294967295 0 16909060 2147483648 */
 #define LE_0 "5734d26eac9f9ad40a539e64aed9dd761224763cb6ed7515726b362cedfee53b"
 #define LE_1 "b39595b3de6d523060e6bc41c73835bd3b5dc6999504e9e875f0215921976c05"
+
+/* SGLang page keys: hash_ref.py --sglang 4 1 2 3 4 5 6 7 8 9 10 */
+#define SG_0 "cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72"
+#define SG_1 "4ebfa8a1f3c341517621838c6e1b9aa350307e3f00b3cbd1a07ef740f54396d6"
+/* hash_ref.py --sglang 1 0 1 2; SGB1_0 is SHA256 of four 0x00 bytes */
+#define SGB1_0                                                                 \
+	"df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b81119"
+#define SGB1_1                                                                 \
+	"53f69ec6a1c7effbd864307243e74feaafa8b26bbdc9d066fe8b22ed64a010bb"
+#define SGB1_2                                                                 \
+	"a50b91b33b91a230e3b4567831c9cc253151883dbb44c7b7522026eb72237cca"
+/* hash_ref.py --sglang 2 4294967295 0 16909060 2147483648 */
+#define SGLE_0                                                                 \
+	"72a4fa3544e43a836ffcb268ce06ccdbc55d44d5e6b1b1c19216a53ea98301fd"
+#define SGLE_1                                                                 \
+	"77b96a190883d25c92ddd2a59db61a70a7d1e9485270239dc967f3343452c615"
 
 static const uint32_t ex_tok[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
 
@@ -227,6 +244,102 @@ START_TEST(test_chain_long_matches_next)
 		ck_assert_int_eq(kvfs_hash_next(h, tok + i * B, B, h), 0);
 		ck_assert_mem_eq(h, out[i], KVFS_HASH_LEN);
 	}
+}
+END_TEST
+
+/* ------------------------------------------------------------ sglang */
+
+START_TEST(test_sglang_example)
+{
+	uint8_t out[4][KVFS_HASH_LEN];
+
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, ex_tok, 10, out, 4), 2);
+	ck_hash_hex(out[0], SG_0);
+	ck_hash_hex(out[1], SG_1);
+	/* the partial page does not change the full ones */
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, ex_tok, 8, out, 4), 2);
+	ck_hash_hex(out[1], SG_1);
+}
+END_TEST
+
+START_TEST(test_sglang_b1)
+{
+	static const uint32_t tok[] = { 0, 1, 2 };
+	uint8_t out[3][KVFS_HASH_LEN];
+
+	ck_assert_int_eq(kvfs_hash_chain_sglang(1, tok, 3, out, 3), 3);
+	ck_hash_hex(out[0], SGB1_0);
+	ck_hash_hex(out[1], SGB1_1);
+	ck_hash_hex(out[2], SGB1_2);
+}
+END_TEST
+
+START_TEST(test_sglang_little_endian)
+{
+	static const uint32_t tok[] = { 4294967295u, 0, 0x01020304u,
+					0x80000000u };
+	uint8_t out[2][KVFS_HASH_LEN];
+
+	ck_assert_int_eq(kvfs_hash_chain_sglang(2, tok, 4, out, 2), 2);
+	ck_hash_hex(out[0], SGLE_0);
+	ck_hash_hex(out[1], SGLE_1);
+}
+END_TEST
+
+/* no seed, but every link after the first is the kvfs link */
+START_TEST(test_sglang_links_are_kvfs_links)
+{
+	enum { NTOK = 300, B = 5, NBLK = NTOK / B };
+	static uint32_t tok[NTOK];
+	static uint8_t sg[NBLK][KVFS_HASH_LEN], kv[NBLK][KVFS_HASH_LEN];
+	uint8_t h[KVFS_HASH_LEN];
+
+	for (uint32_t i = 0; i < NTOK; i++)
+		tok[i] = i * 2654435761u;
+	ck_assert_int_eq(kvfs_hash_chain_sglang(B, tok, NTOK, sg, NBLK), NBLK);
+	for (size_t i = 1; i < NBLK; i++) {
+		ck_assert_int_eq(kvfs_hash_next(sg[i - 1], tok + i * B, B, h),
+				 0);
+		ck_assert_mem_eq(h, sg[i], KVFS_HASH_LEN);
+	}
+	/* and it is not the kvfs chain of any namespace tried */
+	ck_assert_int_eq(kvfs_hash_chain("m", B, tok, NTOK, kv, NBLK), NBLK);
+	for (size_t i = 0; i < NBLK; i++)
+		ck_assert_mem_ne(sg[i], kv[i], KVFS_HASH_LEN);
+}
+END_TEST
+
+START_TEST(test_sglang_empty_max_out)
+{
+	uint8_t out[2][KVFS_HASH_LEN];
+	uint8_t sentinel[KVFS_HASH_LEN];
+
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, NULL, 0, out, 2), 0);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, ex_tok, 3, out, 2), 0);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, ex_tok, 8, NULL, 0), 0);
+	memset(out, 0xa5, sizeof(out));
+	memset(sentinel, 0xa5, sizeof(sentinel));
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, ex_tok, 10, out, 1), 1);
+	ck_hash_hex(out[0], SG_0);
+	ck_assert_mem_eq(out[1], sentinel, KVFS_HASH_LEN);
+}
+END_TEST
+
+START_TEST(test_sglang_bad)
+{
+	uint8_t out[2][KVFS_HASH_LEN];
+
+	ck_assert_int_eq(kvfs_hash_chain_sglang(0, ex_tok, 8, out, 2), -EINVAL);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(KVFS_BLOCK_TOKENS_MAX + 1,
+						ex_tok, 8, out, 2),
+			 -EINVAL);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, NULL, 8, out, 2), -EINVAL);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, ex_tok, 8, NULL, 2),
+			 -EINVAL);
+	errno = 4242;
+	kvfs_hash_chain_sglang(4, ex_tok, 10, out, 2);
+	kvfs_hash_chain_sglang(0, ex_tok, 10, out, 2);
+	ck_assert_int_eq(errno, 4242);
 }
 END_TEST
 
@@ -650,6 +763,12 @@ static Suite *hash_suite(void)
 	tcase_add_test(tc, test_chain_max_out);
 	tcase_add_test(tc, test_chain_bad);
 	tcase_add_test(tc, test_chain_long_matches_next);
+	tcase_add_test(tc, test_sglang_example);
+	tcase_add_test(tc, test_sglang_b1);
+	tcase_add_test(tc, test_sglang_little_endian);
+	tcase_add_test(tc, test_sglang_links_are_kvfs_links);
+	tcase_add_test(tc, test_sglang_empty_max_out);
+	tcase_add_test(tc, test_sglang_bad);
 	tcase_add_test(tc, test_next_pinned);
 	tcase_add_test(tc, test_next_alias);
 	tcase_add_test(tc, test_next_bad);

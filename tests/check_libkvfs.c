@@ -335,7 +335,28 @@ START_TEST(bad_input)
 	ck_assert_int_eq(kvfs_hash_chain(NS, 0, tok, 4, hs, 1), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_chain(NS, 2, NULL, 4, hs, 1), -EINVAL);
 	ck_assert_int_eq(kvfs_hash_chain(NS, 2, tok, 4, hs, 1), 1);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(0, tok, 4, hs, 1), -EINVAL);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(2, NULL, 4, hs, 1), -EINVAL);
+	ck_assert_int_eq(kvfs_hash_chain_sglang(2, tok, 4, NULL, 1), -EINVAL);
 	kvfs_disconnect(k);
+}
+END_TEST
+
+/* the SGLang chain through the library's export (KVFS_1.2): the vector
+ * tests/check_hash.c pins, from tests/hash_ref.py --sglang 4 1 .. 10 */
+START_TEST(hash_chain_sglang_exported)
+{
+	static const uint32_t tok[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	uint8_t out[3][KVFS_HASH_LEN];
+	char hex[KVFS_HASH_HEX_LEN + 1];
+
+	ck_assert_int_eq(kvfs_hash_chain_sglang(4, tok, 10, out, 3), 2);
+	kvfs_hash_to_hex(out[0], hex);
+	ck_assert_str_eq(hex, "cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c"
+			      "64b27120e72ab733b72");
+	kvfs_hash_to_hex(out[1], hex);
+	ck_assert_str_eq(hex, "4ebfa8a1f3c341517621838c6e1b9aa350307e3f00b3c"
+			      "bd1a07ef740f54396d6");
 }
 END_TEST
 
@@ -360,6 +381,7 @@ int main(void)
 	tcase_add_test(tc, zero_copy_write);
 	tcase_add_test(tc, abort_leaves_nothing);
 	tcase_add_test(tc, bad_input);
+	tcase_add_test(tc, hash_chain_sglang_exported);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -5,6 +5,10 @@ caught by the other.  See kvfs(7), HASH CHAIN.
 
 usage: hash_ref.py NS B [TOKEN ...]     one name per full block, like kvctl
        hash_ref.py --seed NS B          the chain's seed, in hex
+       hash_ref.py --sglang B [TOKEN ...]
+                                        SGLang HiCache page keys (kvfs(7),
+                                        "SGLang chain"), like kvctl hash
+                                        -c sglang
 
 Tokens are decimal 0..4294967295, one or more per argument, separated by
 whitespace and/or commas.  Exit status: 0 ok, 2 bad arguments.
@@ -50,6 +54,23 @@ def chain(ns, block_tokens, tokens):
     return names
 
 
+def sglang_chain(page_tokens, tokens):
+    """SGLang's page keys, written as SGLang's get_hash_str() does it: one
+    hasher per page, the previous page's digest (none for page 0) then
+    every token as 4 little-endian bytes; only full pages get a key."""
+    keys = []
+    prior = None
+    for start in range(0, len(tokens) - page_tokens + 1, page_tokens):
+        hasher = hashlib.sha256()
+        if prior is not None:
+            hasher.update(bytes.fromhex(prior))
+        for t in tokens[start:start + page_tokens]:
+            hasher.update(t.to_bytes(4, byteorder="little", signed=False))
+        prior = hasher.hexdigest()
+        keys.append(prior)
+    return keys
+
+
 def parse_tokens(args):
     tokens = []
     for arg in args:
@@ -70,6 +91,13 @@ def parse_block_tokens(text):
 
 
 def main(argv):
+    if len(argv) > 0 and argv[0] == "--sglang":
+        if len(argv) < 2:
+            die("usage: hash_ref.py --sglang B [TOKEN ...]")
+        page_tokens = parse_block_tokens(argv[1])
+        for key in sglang_chain(page_tokens, parse_tokens(argv[2:])):
+            print(key)
+        return 0
     want_seed = len(argv) > 0 and argv[0] == "--seed"
     if want_seed:
         argv = argv[1:]

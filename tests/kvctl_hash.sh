@@ -1,6 +1,7 @@
 #!/bin/sh
-# kvctl hash: input forms, output forms, and the exit status of bad input.
-# Names are pinned in tests/check_hash.c (computed with tests/hash_ref.py).
+# kvctl hash: input forms, output forms, and the exit status of bad input,
+# for both schemes (kvfs, the default, and sglang).  Names are pinned in
+# tests/check_hash.c (computed with tests/hash_ref.py).
 set -eu
 
 T=kvctl_hash
@@ -52,6 +53,35 @@ check "empty stdin gives no names"
 kvh 1 2 3 >"$tmp/out"
 check "fewer tokens than one block give no names"
 
+# ---- --scheme: kvfs is the default, sglang has no seed --------------------
+"$KVCTL" hash -c kvfs -n llama3-8b -b 4 1 2 3 4 5 6 7 8 9 10 >"$tmp/out"
+printf '%s\n' 1619866375d4acda39d6312b1e05d85f50a7be1171b26c088f2c354f8de51f34 \
+	ca36b31ae4aec98828ba4565de41684c91db58094045e2f5cdf37838006adf5a \
+	>"$tmp/want"
+check "-c kvfs is the default scheme"
+
+# hash_ref.py --sglang 4 1 2 3 4 5 6 7 8 9 10
+printf '%s\n' cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72 \
+	4ebfa8a1f3c341517621838c6e1b9aa350307e3f00b3cbd1a07ef740f54396d6 \
+	>"$tmp/want"
+"$KVCTL" hash --scheme=sglang --block-tokens 4 1 2 3 4 5 6 7 8 9 10 \
+	>"$tmp/out"
+check "--scheme=sglang gives the pinned keys"
+printf '1,2,3,4\n5 6 7 8\n9' | "$KVCTL" hash -c sglang -b 4 >"$tmp/out"
+check "-c sglang from stdin"
+# hash_ref.py --sglang 1 0: SHA256 of four 0x00 bytes, nothing before them
+echo df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b81119 \
+	>"$tmp/want"
+"$KVCTL" hash -c sglang -b 1 0 >"$tmp/out"
+check "-c sglang: page 0 hashes its tokens alone"
+: >"$tmp/want"
+"$KVCTL" hash -c sglang -b 4 1 2 3 >"$tmp/out"
+check "-c sglang: fewer tokens than one page give no keys"
+
+"$KVCTL" hash -c sglang -b 4 -j 1 2 3 4 5 6 7 8 9 >"$tmp/json"
+if grep -q '^{"scheme":"sglang","block_tokens":4,"tokens":9,"blocks":\["cf97adeedb59[0-9a-f]*","4ebfa8a1f3c3[0-9a-f]*"\]}$' "$tmp/json"
+then ok "-c sglang --json"; else bad "-c sglang --json: $(cat "$tmp/json")"; fi
+
 # expect_fail NAME WANT_RC STDERR_PATTERN CMD...: exit code and message
 expect_fail() {
 	name=$1 want=$2 pat=$3
@@ -97,6 +127,24 @@ expect_fail "namespace .kvfs" 2 'bad namespace' "$KVCTL" hash -n .kvfs -b 1 1
 expect_fail "empty namespace" 2 'bad namespace' "$KVCTL" hash -n '' -b 1 1
 expect_fail "unknown option" 2 "unknown option '--frob'" \
 	"$KVCTL" hash -n ns -b 1 --frob
+expect_fail "unknown scheme" 2 'unknown --scheme "vllm" (kvfs or sglang)' \
+	"$KVCTL" hash -c vllm -n ns -b 4 1 2 3 4
+expect_fail "empty scheme" 2 'unknown --scheme ""' \
+	"$KVCTL" hash --scheme= -n ns -b 4 1 2 3 4
+expect_fail "scheme name is case-sensitive" 2 'unknown --scheme "SGLang"' \
+	"$KVCTL" hash --scheme SGLang -b 4 1 2 3 4
+expect_fail "-c without a value" 2 'hash' "$KVCTL" hash -n ns -b 4 -c
+expect_fail "-c sglang refuses --namespace" 2 \
+	'--namespace does not apply to --scheme=sglang' \
+	"$KVCTL" hash -c sglang -n ns -b 4 1 2 3 4
+expect_fail "-c sglang: missing --block-tokens" 2 'missing --block-tokens' \
+	"$KVCTL" hash -c sglang 1 2 3 4
+expect_fail "-c sglang: --block-tokens 0" 2 'block-tokens' \
+	"$KVCTL" hash -c sglang -b 0 1
+expect_fail "-c sglang: bad token" 2 'bad token "x"' \
+	"$KVCTL" hash -c sglang -b 1 1 x
+expect_fail "-c kvfs still needs --namespace" 2 'missing --namespace' \
+	"$KVCTL" hash -c kvfs -b 4 1 2 3 4
 expect_fail "unknown command" 2 'unknown command' "$KVCTL" frob
 expect_fail "no command" 2 'usage' "$KVCTL"
 
@@ -139,6 +187,8 @@ if "$KVCTL" --help | grep -q 'hash' && "$KVCTL" hash --help |
 then ok "--help"; else bad "--help"; fi
 if "$KVCTL" help hash | grep -q -e '--namespace'
 then ok "help hash"; else bad "help hash"; fi
+if "$KVCTL" hash --help | grep -q -e '--scheme=scheme'
+then ok "hash --help names --scheme"; else bad "hash --help names --scheme"; fi
 if "$KVCTL" version | grep -q '^kvctl (kvfs) '
 then ok "version"; else bad "version"; fi
 

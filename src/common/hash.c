@@ -18,6 +18,9 @@
  *   8    L     namespace bytes
  *   8+L  1     0x00
  *   9+L  4     block_tokens, u32le
+ *
+ * The SGLang chain has no seed; its links are the same, except that the
+ * first page's input is its 4*B token bytes alone (no previous hash).
  */
 static const char seed_magic[] = "kvfs-v1"; /* sizeof includes the 0x00 */
 
@@ -110,7 +113,10 @@ static int seed_ctx(EVP_MD_CTX *ctx, const char *ns, uint32_t block_tokens,
 	return md_final(ctx, out);
 }
 
-/* prev is read by DigestUpdate before Final writes out: aliasing is safe */
+/*
+ * prev is read by DigestUpdate before Final writes out: aliasing is safe.
+ * prev NULL hashes the tokens alone: the first page of the SGLang chain.
+ */
 static int link_ctx(EVP_MD_CTX *ctx, int first, const uint8_t *prev,
 		    const uint32_t *tok, uint32_t block_tokens, uint8_t *out)
 {
@@ -119,7 +125,7 @@ static int link_ctx(EVP_MD_CTX *ctx, int first, const uint8_t *prev,
 	rc = md_init(ctx, first);
 	if (rc)
 		return rc;
-	if (EVP_DigestUpdate(ctx, prev, KVFS_HASH_LEN) != 1)
+	if (prev && EVP_DigestUpdate(ctx, prev, KVFS_HASH_LEN) != 1)
 		return -EIO;
 	rc = update_tokens(ctx, tok, block_tokens);
 	if (rc)
@@ -220,6 +226,52 @@ long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
 out_errno:
 	errno = saved;
 	/* count fits: out holds count 32-byte hashes in one address space */
+	return rc ? rc : (long)count;
+}
+
+/* the links alone, no seed: the first page's input is its tokens only */
+static int chain_sglang_ctx(EVP_MD_CTX *ctx, uint32_t page_tokens,
+			    const uint32_t *tok, size_t count,
+			    uint8_t (*out)[KVFS_HASH_LEN])
+{
+	const uint8_t *prev = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < count; i++) {
+		rc = link_ctx(ctx, i == 0, prev, tok + i * page_tokens,
+			      page_tokens, out[i]);
+		prev = out[i];
+	}
+	return rc;
+}
+
+long kvfs_hash_chain_sglang(uint32_t page_tokens, const uint32_t *tok,
+			    size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
+			    size_t max_out)
+{
+	int saved = errno;
+	EVP_MD_CTX *ctx;
+	size_t count;
+	int rc;
+
+	if (!block_tokens_valid(page_tokens))
+		return -EINVAL;
+	if ((!tok && ntokens > 0) || (!out && max_out > 0))
+		return -EINVAL;
+	count = ntokens / page_tokens;
+	if (count > max_out)
+		count = max_out;
+	if (count == 0)
+		return 0;
+	ctx = EVP_MD_CTX_new();
+	if (!ctx) {
+		rc = -ENOMEM;
+		goto out_errno;
+	}
+	rc = chain_sglang_ctx(ctx, page_tokens, tok, count, out);
+	EVP_MD_CTX_free(ctx);
+out_errno:
+	errno = saved;
 	return rc ? rc : (long)count;
 }
 

@@ -1,5 +1,5 @@
 /*
- * hash.h - the kvfs v1 content-address chain.
+ * hash.h - the kvfs v1 content-address chain, and SGLang's seedless one.
  *
  * One implementation, shared by kvctl, kvbench, the store, libkvfs and
  * kvfsd.  The chain is defined in kvfs(7):
@@ -51,6 +51,21 @@ int kvfs_hash_next(const uint8_t prev[KVFS_HASH_LEN], const uint32_t *tok,
 long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
 		     size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
 		     size_t max_out);
+
+/*
+ * SGLang HiCache's page keys (kvfs(7), "SGLang chain"): the same links
+ * with no seed, so neither a namespace nor page_tokens enters a hash:
+ *
+ *   H[0] = SHA256(u32le(tok[0]) ... u32le(tok[B-1]))
+ *   H[i] = SHA256(H[i-1] || u32le(tok[i*B]) ... u32le(tok[i*B+B-1]))
+ *
+ * page_tokens (B) only cuts the tokens into pages.  Counts and errors as
+ * kvfs_hash_chain() (-EINVAL for B == 0 or > KVFS_BLOCK_TOKENS_MAX, NULL
+ * tokens with ntokens > 0, NULL out with max_out > 0).
+ */
+long kvfs_hash_chain_sglang(uint32_t page_tokens, const uint32_t *tok,
+			    size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
+			    size_t max_out);
 
 /* lowercase hex; hex must hold KVFS_HASH_HEX_LEN + 1 bytes (NUL added) */
 void kvfs_hash_to_hex(const uint8_t h[KVFS_HASH_LEN],

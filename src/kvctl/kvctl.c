@@ -59,7 +59,9 @@ static const struct kvctl_cmd kvctl_cmds[] = {
 
 static void usage(FILE *f)
 {
-	fputs("usage: kvctl hash -n ns -b block_tokens [-j] [token ...]\n"
+	fputs("usage: kvctl hash [-c kvfs] -n ns -b block_tokens [-j] "
+	      "[token ...]\n"
+	      "       kvctl hash -c sglang -b block_tokens [-j] [token ...]\n"
 	      "       kvctl [-m mount | -s socket] command [argument ...]\n"
 	      "       kvctl version\n"
 	      "       kvctl help [command]\n"
@@ -95,24 +97,38 @@ int kvctl_flush_stdout(void)
 
 /* ------------------------------------------------------------ hash */
 
+/* the chains kvctl hash computes (kvfs(7), HASH CHAIN) */
+enum hash_scheme {
+	HASH_KVFS,   /* kvfs v1: seeded with the namespace and B */
+	HASH_SGLANG, /* SGLang HiCache page keys: no seed, no namespace */
+};
+
 struct hash_opts {
-	const char *ns;
+	enum hash_scheme scheme;
+	const char *ns; /* NULL with HASH_SGLANG */
 	uint32_t block_tokens;
 	int json;
 };
 
 static void hash_usage(FILE *f)
 {
-	fputs("usage: kvctl hash -n ns -b block_tokens [-j] [token ...]\n"
+	fputs("usage: kvctl hash [-c kvfs] -n ns -b block_tokens [-j] "
+	      "[token ...]\n"
+	      "       kvctl hash -c sglang -b block_tokens [-j] [token ...]\n"
 	      "\n"
 	      "Print the kvfs v1 name of every full block of block_tokens\n"
 	      "tokens, one per line; a trailing partial block has no name.\n"
+	      "With -c sglang, print SGLang HiCache's page keys instead: the\n"
+	      "same chain with no seed, so no namespace is given.\n"
 	      "Tokens are decimal integers 0..4294967295 separated by\n"
 	      "whitespace and/or commas, taken from the arguments or, when\n"
 	      "there are none, from standard input.\n"
 	      "\n"
+	      "  -c scheme, --scheme=scheme\n"
+	      "          kvfs (the default) or sglang\n"
 	      "  -n ns, --namespace=ns\n"
-	      "          namespace the tokens belong to (required)\n"
+	      "          namespace the tokens belong to (required with kvfs,\n"
+	      "          refused with sglang)\n"
 	      "  -b block_tokens, --block-tokens=block_tokens\n"
 	      "          tokens per block, 1..1048576 (required)\n"
 	      "  -j, --json\n"
@@ -136,10 +152,45 @@ static const char *ns_problem(const char *ns)
 	return "not a namespace name";
 }
 
+/* -c's argument; returns -1 to go on, else the exit status */
+static int hash_parse_scheme(const char *arg, enum hash_scheme *out)
+{
+	if (strcmp(arg, "kvfs") == 0)
+		*out = HASH_KVFS;
+	else if (strcmp(arg, "sglang") == 0)
+		*out = HASH_SGLANG;
+	else
+		return cli_usage_error("hash",
+				       "unknown --scheme \"%.64s\" "
+				       "(kvfs or sglang)",
+				       arg);
+	return -1;
+}
+
+/*
+ * The SGLang chain has no seed, so a namespace would change nothing:
+ * refusing it keeps anyone from believing it went into the names.
+ */
+static int hash_check_ns(const struct hash_opts *o)
+{
+	if (o->scheme == HASH_SGLANG && o->ns)
+		return cli_usage_error("hash", "--namespace does not apply to "
+					       "--scheme=sglang (no seed)");
+	if (o->scheme == HASH_SGLANG)
+		return -1;
+	if (!o->ns)
+		return cli_usage_error("hash", "missing --namespace");
+	if (kvfs_ns_valid(o->ns))
+		return cli_usage_error("hash", "bad namespace \"%.64s\": %s",
+				       o->ns, ns_problem(o->ns));
+	return -1;
+}
+
 /* returns -1 to go on, else the exit status */
 static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 {
 	static const struct option longopts[] = {
+		{ "scheme", required_argument, NULL, 'c' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "block-tokens", required_argument, NULL, 'b' },
 		{ "json", no_argument, NULL, 'j' },
@@ -148,11 +199,17 @@ static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 	};
 	const char *bt = NULL;
 	uint64_t v;
-	int c;
+	int c, rc;
 
 	opterr = 0; /* errors go through log.h, one format for all */
-	while ((c = getopt_long(argc, argv, ":n:b:jh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:n:b:jh", longopts, NULL)) !=
+	       -1) {
 		switch (c) {
+		case 'c':
+			rc = hash_parse_scheme(optarg, &o->scheme);
+			if (rc >= 0)
+				return rc;
+			break;
 		case 'n':
 			o->ns = optarg;
 			break;
@@ -169,13 +226,11 @@ static int hash_getopt(int argc, char **argv, struct hash_opts *o)
 			return cli_bad_option("hash", c, argv);
 		}
 	}
-	if (!o->ns || !bt)
-		return cli_usage_error("hash", "missing %s",
-				       !o->ns ? "--namespace"
-					      : "--block-tokens");
-	if (kvfs_ns_valid(o->ns))
-		return cli_usage_error("hash", "bad namespace \"%.64s\": %s",
-				       o->ns, ns_problem(o->ns));
+	rc = hash_check_ns(o);
+	if (rc >= 0)
+		return rc;
+	if (!bt)
+		return cli_usage_error("hash", "missing --block-tokens");
 	if (cli_parse_u64("hash", "--block-tokens", bt, 1,
 			  KVFS_BLOCK_TOKENS_MAX, &v))
 		return EXIT_USAGE;
@@ -258,8 +313,13 @@ static void hash_print(const struct hash_opts *o, size_t ntok,
 	char hex[KVFS_HASH_HEX_LEN + 1];
 
 	if (o->json) {
-		fputs("{\"namespace\":", stdout);
-		json_string(stdout, o->ns);
+		/* kvfs keeps the members it always had; sglang has no ns */
+		if (o->scheme == HASH_SGLANG) {
+			fputs("{\"scheme\":\"sglang\"", stdout);
+		} else {
+			fputs("{\"namespace\":", stdout);
+			json_string(stdout, o->ns);
+		}
 		printf(",\"block_tokens\":%u,\"tokens\":%zu,\"blocks\":[",
 		       o->block_tokens, ntok);
 	}
@@ -285,7 +345,12 @@ static int hash_run(const struct hash_opts *o, const uint32_t *tok, size_t ntok)
 		cli_fail("hash", 0, "out of memory for %zu block names", count);
 		return 1;
 	}
-	rc = kvfs_hash_chain(o->ns, o->block_tokens, tok, ntok, names, count);
+	if (o->scheme == HASH_SGLANG)
+		rc = kvfs_hash_chain_sglang(o->block_tokens, tok, ntok, names,
+					    count);
+	else
+		rc = kvfs_hash_chain(o->ns, o->block_tokens, tok, ntok, names,
+				     count);
 	if (rc < 0) {
 		cli_fail("hash", (int)rc, "hashing failed");
 		free(names);

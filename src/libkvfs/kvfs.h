@@ -58,10 +58,22 @@ void kvfs_disconnect(struct kvfs *k);
 
 /* ---- the hash chain (kvfs(7); the same code as kvctl hash) ---------- */
 
-/* writes min(ntokens / block_tokens, max_out) hashes, returns the count */
+/* writes min(ntokens / block_tokens, max_out) hashes, returns the count;
+ * -EINVAL a bad ns, block_tokens 0 or above 1048576, NULL tok or out
+ * with a count above 0 */
 long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
 		     size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
 		     size_t max_out);
+/*
+ * SGLang HiCache's page keys (kvfs(7), HASH CHAIN): the same chain with
+ * no seed, so the first page hashes its tokens alone and no namespace
+ * enters; page_tokens only cuts the tokens into pages.  The names an
+ * engine's own file backend gives its pages in an open namespace.
+ * Counts and errors as kvfs_hash_chain().  Since KVFS_1.2.
+ */
+long kvfs_hash_chain_sglang(uint32_t page_tokens, const uint32_t *tok,
+			    size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
+			    size_t max_out);
 /* lowercase hex into hex[KVFS_HASH_HEX_LEN + 1], NUL added */
 void kvfs_hash_to_hex(const uint8_t h[KVFS_HASH_LEN],
 		      char hex[KVFS_HASH_HEX_LEN + 1]);

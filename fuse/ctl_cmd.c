@@ -319,27 +319,38 @@ static int cmd_ns_list(struct req *r)
 	return 0;
 }
 
+/* ns create NAME BLOCK_TOKENS [chain|open] */
 static int cmd_ns_create(struct req *r)
 {
-	char name[KVFS_NS_MAX + 1];
+	char name[KVFS_NS_MAX + 1], *w;
+	unsigned layout = KV_LAYOUT_CHAIN;
 	uint32_t bt, id;
 	int rc;
 
 	rc = arg_name(r, name);
 	if (!rc)
 		rc = arg_u32(r, "block_tokens", 1, KVFS_BLOCK_TOKENS_MAX, &bt);
+	if (!rc && r->next) {
+		w = next_word(r);
+		if (w && strcmp(w, "open") == 0)
+			layout = KV_LAYOUT_OPEN;
+		else if (!w || strcmp(w, "chain") != 0)
+			rc = fail(r, -EINVAL, "layout: chain or open");
+	}
 	if (!rc)
 		rc = arg_end(r);
 	if (rc)
 		return rc;
-	rc = kv_store_ns_create(r->srv->st, name, bt, &id);
+	rc = kv_store_ns_create_layout(r->srv->st, name, bt, layout, &id);
 	if (rc == -EEXIST)
 		return fail(r, rc, "namespace \"%.255s\" exists", name);
 	if (rc)
 		return fail(r, rc, "creating namespace \"%.255s\": %s", name,
 			    strerror(-rc));
 	put_name(r->out, name);
-	kvfs_buf_printf(r->out, ",\"id\":%u,\"block_tokens\":%u", id, bt);
+	kvfs_buf_printf(r->out,
+			",\"id\":%u,\"block_tokens\":%u,\"layout\":\"%s\"", id,
+			bt, layout == KV_LAYOUT_OPEN ? "open" : "chain");
 	return 0;
 }
 

@@ -61,8 +61,9 @@ void fs_stat_block(const struct kvfs_fs *fs, fuse_ino_t ino, uint64_t size,
 	st->st_gid = fs->gid;
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
-	/* one request carries a whole 1 MiB; tools size their buffers so */
-	st->st_blksize = 1 << 20;
+	/* the page: what O_DIRECT users align to (kvfs(7)); a read or a
+	 * write of any size is one request up to 1 MiB anyway */
+	st->st_blksize = 4096;
 	set_time(&st->st_mtim, writing ? kvfs_wall_ns() : seal_ns);
 	st->st_ctim = st->st_atim = st->st_mtim;
 }
@@ -218,12 +219,13 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fs_lookup_meta(req, name);
 		return;
 	}
-	rc = fs_ns_of(fs_of(req), parent, &ns);
-	if (rc < 0) {
+	rc = fs_layout_of(fs_of(req), parent, &ns);
+	if (rc < 0)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fs_lookup_block(req, parent, ns, name);
+	else if (rc == KV_LAYOUT_OPEN)
+		fs_open_lookup(req, parent, ns, name);
+	else
+		fs_lookup_block(req, parent, ns, name);
 }
 
 static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -248,6 +250,7 @@ static int getattr_any(struct kvfs_fs *fs, fuse_ino_t ino, struct stat *st,
 		       double *tmo)
 {
 	struct inode_info in;
+	int rc;
 
 	*tmo = TMO_DIR;
 	if (ino == INO_ROOT)
@@ -260,7 +263,12 @@ static int getattr_any(struct kvfs_fs *fs, fuse_ino_t ino, struct stat *st,
 		return -ENOENT;
 	if (in.kind == INODE_NS)
 		return fs_getattr_ns(fs, ino, in.ns, st);
-	return fs_getattr_block(fs, ino, &in, st, tmo);
+	if (in.kind == INODE_DIR)
+		return fs_getattr_odir(fs, ino, &in, st);
+	rc = fs_getattr_block(fs, ino, &in, st, tmo);
+	if (rc == 0 && kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN)
+		fs_open_mode(st);
+	return rc;
 }
 
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -276,12 +284,33 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, tmo);
 }
 
-/* directories and .kvfs files are not the user's to change */
+/*
+ * The root, .kvfs and a chain namespace's blocks are not the user's to
+ * change.  In an open namespace, times and modes (touch, cp -p, tar) are
+ * accepted and ignored, as the seal fixes them; sizes are for writers.
+ */
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
+	struct kvfs_fs *fs = fs_of(req);
+	struct inode_info in;
+	struct stat st;
+	double tmo;
+	int rc;
+
 	if (ino < INODE_FIRST) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (inode_get(fs->it, ino, &in) == 0 && !in.writing &&
+	    !(to_set & FUSE_SET_ATTR_SIZE) &&
+	    (in.kind == INODE_DIR ||
+	     kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN)) {
+		rc = getattr_any(fs, ino, &st, &tmo);
+		if (rc < 0)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_attr(req, &st, tmo);
 		return;
 	}
 	fs_setattr_block(req, ino, attr, to_set, fi);
@@ -307,7 +336,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	per = s.slot_size / 4096;
 	busy = s.pinned + s.total.writing;
 	memset(&v, 0, sizeof(v));
-	v.f_bsize = s.slot_size;
+	v.f_bsize = 4096;
 	v.f_frsize = 4096;
 	v.f_blocks = s.slots_total * per;
 	v.f_bfree = s.slots_free * per;
@@ -315,7 +344,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	v.f_files = s.slots_total;
 	v.f_ffree = s.slots_free;
 	v.f_favail = s.slots_free;
-	v.f_namemax = KVFS_NS_MAX;
+	v.f_namemax = 255;
 	fuse_reply_statfs(req, &v);
 }
 
@@ -386,6 +415,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case FILE_TEXT:
 		fs_read_text(req, f, size, off);
 		break;
+	case FILE_WRITE:
+		if (f->open) { /* O_RDWR in an open namespace */
+			fs_open_read_staging(req, fs_of(req), f, size, off);
+			break;
+		}
+		/* fall through */
 	default:
 		/* a block being written is write-only */
 		fuse_reply_err(req, EBADF);
@@ -409,13 +444,17 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 
 /* ---- everything else is refused ------------------------------------ */
 
-/* names are content addresses and the tree has two fixed levels: no
- * renames, links, symlinks or device nodes */
+/* renames: within an open namespace only (fs_open.c); links, symlinks
+ * and device nodes: never */
 static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
-	fuse_reply_err(req, EPERM);
+	if (parent < INODE_FIRST || newparent < INODE_FIRST) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_open_rename(req, parent, name, newparent, newname, flags);
 }
 
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -487,6 +526,11 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
 	fs->block_tokens = cfg->block_tokens;
 	fs->uid = cfg->uid;
 	fs->gid = cfg->gid;
+	fs->layout = cfg->layout;
+	if (pthread_mutex_init(&fs->stage_lock, NULL)) {
+		free(fs);
+		return -ENOMEM;
+	}
 	fs->start_ns = kvfs_wall_ns();
 	fs->mountpoint = strdup(cfg->mountpoint);
 	fs->socket = strdup(cfg->socket);
@@ -512,6 +556,7 @@ void kvfs_fs_free(struct kvfs_fs *fs)
 	kvfs_fs_stop(fs);
 	fs_notify_free(fs);
 	inode_table_free(fs->it);
+	pthread_mutex_destroy(&fs->stage_lock);
 	free(fs->mountpoint);
 	free(fs->socket);
 	free(fs->node);

@@ -31,6 +31,7 @@ struct kvfsd_cluster;
 struct kvfs_fs_config {
 	struct kv_store *store; /* open; outlives the fs */
 	uint32_t block_tokens;	/* for namespaces made by mkdir */
+	unsigned layout;	/* of namespaces made by mkdir (kv_layout) */
 	const char *mountpoint; /* absolute; shown in .kvfs/nodes */
 	const char *socket;	/* control socket path: user.kvfs.socket */
 	const char *node;	/* this node's name in .kvfs/nodes */

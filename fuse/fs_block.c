@@ -4,10 +4,11 @@
  *   create   O_CREAT, write-only: a store slot owned by this descriptor;
  *            the name stays invisible to everyone else (lookup: ENOENT)
  *   write    straight into the slot (write_buf: no bounce buffer)
- *   flush    the close(2) of the writer's last descriptor seals it, so
- *            close returns after the seal and its error, if any, is
- *            close's (see fs_flush for dups and dying writers)
- *   release  a block never sealed is aborted: nothing becomes visible
+ *   flush    every close(2) of a descriptor: reports the first write
+ *            error, and notes a writer being killed; publishes nothing
+ *   release  the last descriptor is gone, in every process: the block
+ *            is sealed (published), or aborted after a write error or a
+ *            killed writer; nothing half-written ever becomes visible
  *   open     read-only, with a store reference held until release
  *   read     replied from the slot's memory, no copy on our side
  *   unlink   kv_store_remove: the name goes now, the bytes when the last
@@ -31,8 +32,6 @@
 #include "src/common/log.h"
 
 #define PF_EXITING 0x00000004u /* include/linux/sched.h */
-#define DELETED " (deleted)"
-#define DELETED_LEN ((ssize_t)sizeof(DELETED) - 1)
 
 /* ---- lookup and attributes ----------------------------------------- */
 
@@ -49,8 +48,8 @@ static void forget_name(struct kvfs_fs *fs, uint32_t ns,
 }
 
 /* not here: fetch it from the node that has it (kvfsd_cluster.h) */
-static int remote_read(struct kvfs_fs *fs, uint32_t ns,
-		       const uint8_t hash[KVFS_HASH_LEN])
+int fs_remote_read(struct kvfs_fs *fs, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN])
 {
 	char name[KVFS_NS_MAX + 1];
 	int rc = fs_ns_info(fs, ns, name, NULL);
@@ -73,7 +72,13 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	rc = kvfs_hash_from_hex(name, hash);
 	if (rc == 0)
 		rc = kv_store_stat(fs->st, ns, hash, &bi);
-	if (rc == -ENOENT && fs->cl && remote_read(fs, ns, hash) == 0)
+	if (rc == -ENOENT) {
+		/* its writer closed it: the publication is on its way */
+		ino = inode_find(fs->it, INODE_BLOCK, ns, hash);
+		if (ino && fs_wait_closing(fs, ino))
+			rc = kv_store_stat(fs->st, ns, hash, &bi);
+	}
+	if (rc == -ENOENT && fs->cl && fs_remote_read(fs, ns, hash) == 0)
 		rc = kv_store_stat(fs->st, ns, hash, &bi);
 	if (rc == -ENOENT) {
 		/* absent or still being written: a miss either way, counted
@@ -132,11 +137,20 @@ int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 
 /* ---- writing ------------------------------------------------------- */
 
+bool fs_wait_closing(struct kvfs_fs *fs, fuse_ino_t ino)
+{
+	struct inode_info in;
+
+	if (inode_get(fs->it, ino, &in) < 0 || !in.writing || !in.closing)
+		return false;
+	return inode_wait_written(fs->it, ino, PUBLISH_WAIT_MS) == 0;
+}
+
 /* grow or shrink the block being written; with zero, the bytes it grows
  * by read as zeros, not as whatever the slot held before (a hole, an
  * ftruncate up); without, they were just written.  f->lock held. */
-static int resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
-			 bool zero)
+int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
+		     bool zero)
 {
 	uint8_t *p;
 	int rc;
@@ -179,9 +193,15 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		} else {
 			pthread_mutex_lock(&f->lock);
 			rc = f->done ? -EPERM
-				     : resize_locked(fs, f,
-						     (uint64_t)attr->st_size,
-						     true);
+			     : f->err
+				     ? f->err
+				     : fs_resize_locked(fs, f,
+							(uint64_t)attr->st_size,
+							true);
+			/* a size the slot cannot hold: never published, and
+			 * close reports it too */
+			if (rc == -EFBIG)
+				f->err = rc;
 			pthread_mutex_unlock(&f->lock);
 		}
 	}
@@ -195,21 +215,6 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, TMO_WRITING);
 }
 
-/* "/<namespace>/<name>", the end of the block's path in /proc */
-static char *path_tail(struct kvfs_fs *fs, uint32_t ns,
-		       const uint8_t hash[KVFS_HASH_LEN])
-{
-	char name[KVFS_NS_MAX + 1], hex[KVFS_HASH_HEX_LEN + 1], *t;
-
-	if (fs_ns_info(fs, ns, name, NULL) < 0)
-		return NULL;
-	kvfs_hash_to_hex(hash, hex);
-	t = malloc(strlen(name) + sizeof(hex) + 2);
-	if (t)
-		sprintf(t, "/%s/%s", name, hex);
-	return t;
-}
-
 static int new_writer(struct kvfs_fs *fs, uint32_t ns,
 		      const uint8_t hash[KVFS_HASH_LEN], struct kvfs_file **out)
 {
@@ -218,14 +223,9 @@ static int new_writer(struct kvfs_fs *fs, uint32_t ns,
 
 	if (!f)
 		return -ENOMEM;
-	f->tail = path_tail(fs, ns, hash);
-	rc = f->tail ? 0 : -ENOENT;
-	if (rc == 0 && pthread_mutex_init(&f->lock, NULL))
-		rc = -ENOMEM;
-	if (rc < 0) {
-		free(f->tail);
+	if (pthread_mutex_init(&f->lock, NULL)) {
 		free(f);
-		return rc;
+		return -ENOMEM;
 	}
 	f->kind = FILE_WRITE;
 	f->ns = ns;
@@ -248,7 +248,6 @@ out_abort:
 	kv_store_abort(fs->st, f->wh);
 out_free:
 	pthread_mutex_destroy(&f->lock);
-	free(f->tail);
 	free(f);
 	return rc;
 }
@@ -264,7 +263,11 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	int rc;
 
 	/* only namespaces live in the root; .kvfs is the daemon's */
-	rc = parent < INODE_FIRST ? -EPERM : fs_ns_of(fs, parent, &ns);
+	rc = parent < INODE_FIRST ? -EPERM : fs_layout_of(fs, parent, &ns);
+	if (rc == KV_LAYOUT_OPEN) {
+		fs_open_create(req, parent, ns, name, fi);
+		return;
+	}
 	if (rc == 0)
 		rc = kvfs_hash_from_hex(name, hash);
 	/* a block is written once, by one write-only descriptor */
@@ -287,6 +290,7 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	fi->keep_cache = 0;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* interrupted: the kernel has neither the entry nor the file */
+		f->err = -EINTR;
 		fs_release_block(fs, f);
 		inode_unlookup(fs->it, e.ino);
 	}
@@ -315,15 +319,15 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	else if (off < 0 || (uint64_t)off > slot || len > slot - (uint64_t)off)
 		rc = f->err = -EFBIG; /* and the block is never sealed */
 	else if ((uint64_t)off > f->size)
-		rc = resize_locked(fs, f, (uint64_t)off, true);
+		rc = fs_resize_locked(fs, f, (uint64_t)off, true);
 	if (rc == 0) {
 		out.buf[0].mem = (uint8_t *)kv_store_wptr(fs->st, f->wh) + off;
 		n = fuse_buf_copy(&out, in, 0);
 		if (n < 0)
 			rc = f->err = (int)n;
 		else if ((uint64_t)off + (uint64_t)n > f->size)
-			rc = resize_locked(fs, f, (uint64_t)off + (uint64_t)n,
-					   false);
+			rc = fs_resize_locked(
+				fs, f, (uint64_t)off + (uint64_t)n, false);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (rc < 0)
@@ -333,40 +337,40 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 }
 
 /*
- * Which close seals.  FLUSH comes with every close(2) of a descriptor of
- * the file, dups included, and RELEASE only after the last one, too late
- * for close to report the seal.  So a flush seals unless one of these
- * says the writer is not done:
+ * Publication (kvfs(7), "Publication").  FLUSH comes with every close(2)
+ * of a descriptor of the file, dups and copies inherited by children
+ * included; RELEASE once, after the last of them is gone.  So RELEASE
+ * publishes: no close of a child, no exec, no close_range in a child can
+ * publish a parent's half-written file, and nothing needs guessing who
+ * still holds a descriptor.  RELEASE is asynchronous (close(2) returns
+ * before it is even sent), so FLUSH marks the inode closing, and a lookup
+ * or open of the name waits up to PUBLISH_WAIT_MS for the publication.
  *
- *  - the writer still holds another descriptor of it.  close(2) takes the
- *    descriptor out of the table before it flushes, so any entry of
- *    /proc/PID/fd that still leads to the block is a dup: `cmd > block`
- *    opens, dup2()s onto stdout and closes the original; the seal waits
- *    for stdout's close (or cmd's exit).
- *  - the writer is dying with a non-zero status.  A dying task's files are
- *    closed from do_exit, after PF_EXITING is set and exit_code recorded
- *    (/proc/PID/stat fields 9 and 52): a writer killed halfway would seal
- *    half a block under a name that promises all of it, so it aborts.  A
- *    process that writes and exits 0 without closing still seals.
- *
- * When /proc cannot tell (another pid namespace, a process we may not
- * inspect), the close seals.  Descriptors inherited by other processes
- * are not looked for: the creating process's last close seals.
+ * A file is never published when a write failed (EFBIG, a failed copy):
+ * close reports the error.  Nor when a descriptor was closed by a task
+ * being killed: a writer killed halfway would otherwise publish half a
+ * file under a name that promises all of it.  The dying task is told by
+ * /proc/PID/stat (PF_EXITING, fields 9 and 52), a read that takes no lock
+ * the task could hold (unlike /proc/PID/fd, whose readers wait for an
+ * exec to finish: a FLUSH from a child closing O_CLOEXEC descriptors in
+ * exec would then deadlock against us).  When /proc cannot tell (another
+ * pid namespace, a task we may not inspect), the close counts as clean.
  */
-static bool writer_failed(pid_t pid)
+static bool task_dying(pid_t pid)
 {
 	char path[64], buf[1024], *p, *save = NULL;
 	unsigned long long flags = 0, code = 0;
-	FILE *fp;
-	size_t n;
-	int field = 2; /* the first field after the comm is field 3 */
+	int fd, field = 2; /* the first field after the comm is field 3 */
+	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fp = fopen(path, "re");
-	if (!fp)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
 	buf[n] = '\0';
 	p = strrchr(buf, ')'); /* the comm may hold spaces and parens */
 	if (!p)
@@ -382,73 +386,18 @@ static bool writer_failed(pid_t pid)
 	return (flags & PF_EXITING) && code != 0;
 }
 
-/* the inode number of /proc/PID/fd/FD from its fdinfo; 0 when not shown
- * (kernels before 5.14) */
-static uint64_t fd_ino(const char *dir, const char *fd)
-{
-	char path[64 + NAME_MAX], line[128];
-	unsigned long long ino = 0;
-	FILE *fp;
-
-	snprintf(path, sizeof(path), "%.32sinfo/%s", dir, fd);
-	fp = fopen(path, "re");
-	if (!fp)
-		return 0;
-	while (fgets(line, sizeof(line), fp))
-		if (sscanf(line, "ino: %llu", &ino) == 1)
-			break;
-	fclose(fp);
-	return ino;
-}
-
-/*
- * pid still has a descriptor of the block (see above): its path ends in
- * tail and, where fdinfo shows it, its inode is ino (an unlinked block of
- * the same name has another).  A readlink per descriptor, and no request
- * to ourselves, which a single-threaded daemon could not answer.
- */
-static bool writer_holds_dup(pid_t pid, const char *tail, uint64_t ino)
-{
-	char dir[32], link[32 + NAME_MAX + 1], target[PATH_MAX];
-	size_t tl = strlen(tail);
-	struct dirent *e;
-	bool found = false;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	d = opendir(dir);
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d))) {
-		uint64_t fino;
-		ssize_t n;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
-		n = readlink(link, target, sizeof(target) - 1);
-		/* a lookup by someone else (ENOENT: unsealed) unhashes the
-		 * writer's dentry, which /proc then calls "(deleted)" */
-		if (n > DELETED_LEN &&
-		    memcmp(target + n - DELETED_LEN, DELETED, DELETED_LEN) == 0)
-			n -= DELETED_LEN;
-		if (n < (ssize_t)tl ||
-		    memcmp(target + n - (ssize_t)tl, tail, tl) != 0)
-			continue;
-		fino = fd_ino(dir, e->d_name);
-		found = fino == 0 || fino == ino;
-	}
-	closedir(d);
-	return found;
-}
-
 /* f->lock held */
-static void abort_locked(struct kvfs_fs *fs, struct kvfs_file *f)
+void fs_abort_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 {
+	struct inode_info in;
+
 	/* not writing first: a getattr racing us must not report the slot
-	 * of a block that is about to be someone else's */
-	inode_set_writing(fs->it, f->ino, false);
-	inode_unhash(fs->it, f->ino);
+	 * of a block that is about to be someone else's.  A new version of
+	 * a published file (fs_open_reopen) leaves the old one's inode be. */
+	if (!f->open || (inode_get(fs->it, f->ino, &in) == 0 && in.writing)) {
+		inode_set_writing(fs->it, f->ino, false);
+		inode_unhash(fs->it, f->ino);
+	}
 	kv_store_abort(fs->st, f->wh);
 	f->done = true;
 }
@@ -496,22 +445,31 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
-	if (f->done) {
-		rc = f->err; /* a later close reports what the first did */
-	} else if (f->err) {
-		rc = f->err;
-		abort_locked(fs, f);
-	} else if (pid > 0 && writer_failed(pid)) {
-		kvfs_debug("flush from a dying writer (pid %d): block aborted",
-			   (int)pid);
-		abort_locked(fs, f);
-	} else if (pid > 0 && writer_holds_dup(pid, f->tail, f->ino)) {
-		/* not the last descriptor: its own close seals */
-	} else {
-		rc = seal_locked(fs, f);
+	if (!f->done && !f->dying && pid > 0 && task_dying(pid)) {
+		kvfs_debug("close by a dying task (pid %d): %s", (int)pid,
+			   "the file will not be published");
+		f->dying = true;
+	}
+	rc = f->err;
+	if (!f->done) {
+		inode_set_closing(fs->it, f->ino);
+		kv_store_closing(fs->st, f->wh);
 	}
 	pthread_mutex_unlock(&f->lock);
 	fuse_reply_err(req, -rc);
+}
+
+/* the last descriptor is gone: publish, or throw away (f->lock held) */
+static void release_writer_locked(struct kvfs_fs *fs, struct kvfs_file *f)
+{
+	if (f->done)
+		return;
+	if (f->err || f->dying)
+		fs_abort_locked(fs, f);
+	else if (f->open)
+		fs_open_publish(fs, f);
+	else
+		seal_locked(fs, f);
 }
 
 /*
@@ -534,13 +492,17 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	if (f->kind == FILE_WRITE) {
 		pthread_mutex_lock(&f->lock);
-		if (f->done)
-			rc = f->err;
-		else if (f->err)
+		if (f->done || f->err || f->open)
 			rc = f->err;
 		else
 			rc = seal_locked(fs, f);
 		pthread_mutex_unlock(&f->lock);
+		/* an open namespace's file is published at its last close,
+		 * not before: an fsync of its writer only reports errors */
+		if (f->open) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	}
 	if (rc == 0 && fs->cl) {
 		rc = fs_ns_info(fs, f->ns, name, NULL);
@@ -558,12 +520,30 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	struct kv_block_info bi;
 	struct inode_info in;
 	struct kvfs_file *f;
+	bool open;
 	int rc = inode_get(fs->it, ino, &in);
 
 	if (rc < 0)
 		return rc;
 	if (in.kind != INODE_BLOCK)
 		return -EISDIR;
+	open = kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN;
+	if (open &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
+		return fs_open_reopen(fs, ino, &in, fi, out);
+	/* a reader right after the writer's close: wait for the seal */
+	if (in.writing && fs_wait_closing(fs, ino)) {
+		rc = inode_get(fs->it, ino, &in);
+		if (rc < 0)
+			return rc;
+	}
+	if (open && in.writing)
+		return -ENOENT; /* a staging file: nothing published yet */
+	/* the name now holds other bytes than this inode stood for: the
+	 * kernel looks it up again */
+	if (open && !in.hashed &&
+	    kv_store_stat(fs->st, in.ns, in.hash, &bi) == 0)
+		return -ESTALE;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		/* only its creator's descriptor writes a block; a sealed one
 		 * is immutable (EPERM, as an immutable file) */
@@ -623,13 +603,12 @@ void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f)
 		kv_store_put(fs->st, &f->ref);
 	} else {
 		pthread_mutex_lock(&f->lock);
-		/* never flushed (a descriptor dropped unclosed, an
-		 * interrupted create): nothing becomes visible */
-		if (!f->done)
-			abort_locked(fs, f);
+		release_writer_locked(fs, f);
 		pthread_mutex_unlock(&f->lock);
+		if (f->open)
+			fs_open_forget_writer(fs, f);
 		pthread_mutex_destroy(&f->lock);
-		free(f->tail);
+		free(f->path);
 	}
 	inode_open(fs->it, f->ino, -1);
 	free(f);
@@ -645,7 +624,11 @@ void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint32_t ns;
 	int rc;
 
-	rc = parent < INODE_FIRST ? -EPERM : fs_ns_of(fs, parent, &ns);
+	rc = parent < INODE_FIRST ? -EPERM : fs_layout_of(fs, parent, &ns);
+	if (rc == KV_LAYOUT_OPEN) {
+		fs_open_unlink(req, parent, ns, name);
+		return;
+	}
 	if (rc == 0)
 		rc = kvfs_hash_from_hex(name, hash);
 	/* the name goes now; the slot when the last reference does */

@@ -88,7 +88,24 @@ int fs_getattr_ns(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
 
 	if (rc < 0)
 		return rc;
-	fs_stat_dir(fs, ino, 2, 0755, st);
+	/* an open namespace has subdirectories: nlink 1 is "not counted" */
+	fs_stat_dir(fs, ino,
+		    kv_store_ns_layout(fs->st, ns) == KV_LAYOUT_OPEN ? 1 : 2,
+		    0755, st);
+	return 0;
+}
+
+int fs_getattr_odir(struct kvfs_fs *fs, fuse_ino_t ino,
+		    const struct inode_info *in, struct stat *st)
+{
+	char path[KV_STORE_PATH_MAX + 1];
+	long rc = inode_path(fs->it, ino, path, sizeof(path));
+
+	if (rc < 0)
+		return (int)rc;
+	if (!in->hashed || !kv_store_dir_exists(fs->st, in->ns, path))
+		return -ENOENT;
+	fs_stat_dir(fs, ino, 1, 0755, st);
 	return 0;
 }
 
@@ -102,12 +119,20 @@ void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	uint32_t ns;
 	int rc;
 
-	/* namespaces do not nest, and .kvfs is the daemon's */
+	/* namespaces do not nest, and .kvfs is the daemon's; an open
+	 * namespace has directories of its own */
 	if (parent != INO_ROOT) {
-		fuse_reply_err(req, EPERM);
+		rc = parent < INODE_FIRST ? -EPERM
+					  : fs_layout_of(fs, parent, &ns);
+		if (rc == KV_LAYOUT_OPEN)
+			fs_open_mkdir(req, parent, ns, name);
+		else
+			fuse_reply_err(req,
+				       rc < 0 && rc != -ENOTDIR ? -rc : EPERM);
 		return;
 	}
-	rc = kv_store_ns_create(fs->st, name, fs->block_tokens, &ns);
+	rc = kv_store_ns_create_layout(fs->st, name, fs->block_tokens,
+				       fs->layout, &ns);
 	if (rc == 0)
 		rc = inode_lookup(fs->it, INODE_NS, ns, NULL, &ino);
 	if (rc < 0) {
@@ -125,6 +150,11 @@ void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint32_t ns;
 	int rc;
 
+	if (parent != INO_ROOT && parent >= INODE_FIRST &&
+	    fs_layout_of(fs, parent, &ns) == KV_LAYOUT_OPEN) {
+		fs_open_rmdir(req, parent, ns, name);
+		return;
+	}
 	if (parent != INO_ROOT || strcmp(name, META_DIR_NAME) == 0) {
 		fuse_reply_err(req, EPERM);
 		return;
@@ -243,7 +273,7 @@ void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fs_readdir_meta(req, size, off);
 		return;
 	}
-	rc = ino == INO_ROOT ? 0 : fs_ns_of(fs, ino, &ns);
+	rc = ino == INO_ROOT ? 0 : fs_layout_of(fs, ino, &ns);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -255,6 +285,8 @@ void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (ino == INO_ROOT)
 		rc = readdir_root(fs, &b, off);
+	else if (rc == KV_LAYOUT_OPEN)
+		rc = fs_open_readdir(fs, ino, ns, req, b.p, size, off, &b.len);
 	else
 		rc = readdir_ns(fs, ino, ns, &b, off);
 	if (rc < 0)

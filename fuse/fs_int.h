@@ -4,8 +4,9 @@
  *
  * Files: fs.c (ops table, lookup, getattr, statfs), fs_dir.c (root and
  * namespace directories), fs_block.c (a block's life: create, write,
- * seal, read, unlink), fs_meta.c (.kvfs/), fs_xattr.c (user.kvfs.*),
- * fs_notify.c (kernel dentry invalidation).
+ * publication, read, unlink), fs_open.c (open namespaces: paths,
+ * subdirectories, staging, rename), fs_meta.c (.kvfs/), fs_xattr.c
+ * (user.kvfs.*), fs_notify.c (kernel dentry invalidation).
  *
  * Handlers return 0 or a negative errno internally; each converts once at
  * the boundary (fuse_reply_err(req, -rc)).
@@ -69,6 +70,15 @@ enum {
  * (their reads are direct_io): nothing about them goes stale */
 #define TMO_META 3600.0
 
+/*
+ * How long a lookup, open or rename waits for the publication of a file
+ * whose writer has closed it (kvfs(7), "Publication"): the kernel sends
+ * RELEASE after close(2) returns, so a reader that opens right after the
+ * writer's close would otherwise miss it.  A writer that still holds a
+ * descriptor (a dup, a child) publishes later; the wait ends then.
+ */
+#define PUBLISH_WAIT_MS 1000u
+
 /* readdir d_ino for entries the kernel has not looked up */
 #define FS_UNKNOWN_INO 0xffffffffu
 
@@ -86,6 +96,11 @@ struct kvfs_fs {
 	uid_t uid;
 	gid_t gid;
 	uint64_t start_ns; /* wall clock: the times of the directories */
+	unsigned layout;   /* of namespaces made by mkdir (enum kv_layout) */
+
+	/* open namespaces: files being written, by ino (fs_open.c) */
+	pthread_mutex_t stage_lock;
+	struct kvfs_file *staging; /* list through kvfs_file.stage_next */
 };
 
 enum file_kind {
@@ -111,10 +126,17 @@ struct kvfs_file {
 	 * lock guards the fields below */
 	pthread_mutex_t lock;
 	uint32_t wh;   /* store write handle */
-	char *tail;    /* "/<namespace>/<name>": how its path ends */
 	uint64_t size; /* bytes written: highest offset */
-	int err;       /* first write error: never sealed */
-	bool done;     /* sealed or aborted */
+	int err;       /* first write error: never published */
+	bool done;     /* published or aborted */
+	bool dying;    /* a descriptor was closed by a task being killed:
+			* never published */
+	/* open namespaces: where it is published, under fs->stage_lock
+	 * (a rename of the staging file moves it) */
+	bool open;
+	bool unlinked; /* its name was unlinked before publication */
+	char *path;
+	struct kvfs_file *stage_next;
 
 	/* FILE_TEXT */
 	char *text;
@@ -151,12 +173,20 @@ void fs_lookup_root(fuse_req_t req, const char *name);
 int fs_getattr_ns(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
 		  struct stat *st);
 int fs_getattr_root(struct kvfs_fs *fs, struct stat *st);
+int fs_getattr_odir(struct kvfs_fs *fs, fuse_ino_t ino,
+		    const struct inode_info *in, struct stat *st);
 void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);
 
 /* fs_block.c */
+/* ino's writer has closed it: wait (PUBLISH_WAIT_MS) for the publication;
+ * true when it is no longer being written */
+bool fs_wait_closing(struct kvfs_fs *fs, fuse_ino_t ino);
+/* fetch (ns, hash) from a peer into the store (kvfsd_cluster.h) */
+int fs_remote_read(struct kvfs_fs *fs, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN]);
 void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		     const char *name);
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
@@ -172,9 +202,51 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		  off_t off, struct fuse_file_info *fi);
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f);
+/* a write error or a dying writer: nothing is published (f->lock held) */
+void fs_abort_locked(struct kvfs_fs *fs, struct kvfs_file *f);
+int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
+		     bool zero);
 void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	      struct fuse_file_info *fi);
 void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* a file of an open namespace: writable, since a write makes a new
+ * version (a chain block is 0444: immutable) */
+static inline void fs_open_mode(struct stat *st)
+{
+	st->st_mode = S_IFREG | 0644;
+}
+
+/* fs_open.c: open namespaces.  parent is a namespace directory or a
+ * directory in one, of an open namespace (fs_layout_of) */
+int fs_layout_of(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t *ns);
+void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		    const char *name);
+void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		    const char *name, struct fuse_file_info *fi);
+int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
+		   const struct inode_info *in, struct fuse_file_info *fi,
+		   struct kvfs_file **out);
+void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
+			  struct kvfs_file *f, size_t size, off_t off);
+int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f);
+void fs_open_forget_writer(struct kvfs_fs *fs, struct kvfs_file *f);
+void fs_open_unlink(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		    const char *name);
+void fs_open_mkdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		   const char *name);
+void fs_open_rmdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		   const char *name);
+void fs_open_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname,
+		    unsigned int flags);
+int fs_open_readdir(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
+		    fuse_req_t req, char *buf, size_t size, off_t off,
+		    size_t *len);
+/* the parent directory's ino and the name of an open file's path, for
+ * invalidations; false when the kernel holds no such directory */
+bool fs_open_dentry(struct kvfs_fs *fs, uint32_t ns, const char *path,
+		    fuse_ino_t *parent, const char **name);
 
 /* fs_meta.c */
 void fs_lookup_meta(fuse_req_t req, const char *name);

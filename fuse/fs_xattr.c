@@ -5,6 +5,9 @@
  *                                       kvctl and libkvfs find the daemon
  *   namespace   user.kvfs.block_tokens  tokens per block (B of kvfs(7));
  *                                       settable while it holds no block
+ *               user.kvfs.layout        "chain" or "open" (kvfs(7),
+ *                                       Layouts); settable while empty
+ *   directory   user.kvfs.layout        "open": in an open namespace
  *   block       user.kvfs.size          bytes
  *               user.kvfs.checksum      CRC-32C of the bytes, 8 hex digits
  *               user.kvfs.refs          references held now (open files,
@@ -13,10 +16,11 @@
  *               user.kvfs.parent        the previous block's name, when
  *                                       its writer gave one
  *
- * Values are text without a trailing newline.  Only block_tokens can be
- * set, and only while its namespace holds no block, since every block
- * name depends on it (mkdir, then setfattr, then write); the others
- * follow from the bytes or the daemon and are read-only.
+ * Values are text without a trailing newline.  Only block_tokens and a
+ * namespace's layout can be set, and only while the namespace holds
+ * nothing, since every name depends on them (mkdir, then setfattr, then
+ * write); the others follow from the bytes or the daemon and are
+ * read-only.
  */
 #include "config.h"
 
@@ -41,6 +45,7 @@ enum xa_id {
 	XA_REFS,
 	XA_NTOKENS,
 	XA_PARENT,
+	XA_LAYOUT,
 	XA_NONE,
 };
 
@@ -48,7 +53,7 @@ static const char *const xa_names[] = {
 	[XA_SOCKET] = XA("socket"), [XA_BLOCK_TOKENS] = XA("block_tokens"),
 	[XA_SIZE] = XA("size"),	    [XA_CHECKSUM] = XA("checksum"),
 	[XA_REFS] = XA("refs"),	    [XA_NTOKENS] = XA("ntokens"),
-	[XA_PARENT] = XA("parent"),
+	[XA_PARENT] = XA("parent"), [XA_LAYOUT] = XA("layout"),
 };
 
 static enum xa_id xa_lookup(const char *name)
@@ -61,7 +66,7 @@ static enum xa_id xa_lookup(const char *name)
 
 /* what an ino is, for attribute purposes */
 struct xa_target {
-	enum { T_ROOT, T_NS, T_BLOCK, T_OTHER } type;
+	enum { T_ROOT, T_NS, T_DIR, T_BLOCK, T_OTHER } type;
 	struct inode_info in;
 	bool sealed;
 	struct kv_block_info bi;
@@ -91,6 +96,10 @@ static int target_of(struct kvfs_fs *fs, fuse_ino_t ino, struct xa_target *t)
 		t->type = T_NS;
 		return 0;
 	}
+	if (t->in.kind == INODE_DIR) {
+		t->type = T_DIR;
+		return 0;
+	}
 	t->type = T_BLOCK;
 	if (!t->in.writing && t->in.hashed)
 		t->sealed = kv_store_stat(fs->st, t->in.ns, t->in.hash,
@@ -109,6 +118,12 @@ static int xa_value(struct kvfs_fs *fs, const struct xa_target *t,
 		n = snprintf(buf, len, "%s", fs->socket);
 	if (t->type == T_NS && id == XA_BLOCK_TOKENS)
 		n = snprintf(buf, len, "%" PRIu32, t->block_tokens);
+	if ((t->type == T_NS || t->type == T_DIR) && id == XA_LAYOUT)
+		n = snprintf(buf, len, "%s",
+			     kv_store_ns_layout(fs->st, t->in.ns) ==
+					     KV_LAYOUT_OPEN
+				     ? "open"
+				     : "chain");
 	if (t->type != T_BLOCK)
 		return n >= (int)len ? -ERANGE : n;
 	switch (id) {
@@ -231,6 +246,31 @@ static int set_block_tokens(struct kvfs_fs *fs, fuse_ino_t ino,
 	return rc;
 }
 
+/* the layout of an empty namespace: -ENOTEMPTY once it holds anything */
+static int set_layout(struct kvfs_fs *fs, fuse_ino_t ino, const char *value,
+		      size_t size, int flags)
+{
+	char name[KVFS_NS_MAX + 1];
+	unsigned layout;
+	uint32_t ns;
+	int rc = fs_ns_of(fs, ino, &ns);
+
+	if (rc < 0)
+		return rc == -ENOTDIR ? -ENOTSUP : rc;
+	if (flags & XATTR_CREATE)
+		return -EEXIST;
+	if (size == 4 && memcmp(value, "open", 4) == 0)
+		layout = KV_LAYOUT_OPEN;
+	else if (size == 5 && memcmp(value, "chain", 5) == 0)
+		layout = KV_LAYOUT_CHAIN;
+	else
+		return -EINVAL;
+	rc = fs_ns_info(fs, ns, name, NULL);
+	if (rc == 0)
+		rc = kv_store_ns_set_layout(fs->st, name, layout);
+	return rc;
+}
+
 /* the others are read-only (EPERM); names not ours are not stored at all
  * (ENOTSUP, which cp -a and tar expect) */
 void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -241,6 +281,8 @@ void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 	if (id == XA_BLOCK_TOKENS)
 		rc = set_block_tokens(fs_of(req), ino, value, size, flags);
+	else if (id == XA_LAYOUT)
+		rc = set_layout(fs_of(req), ino, value, size, flags);
 	else if (id != XA_NONE)
 		rc = -EPERM;
 	fuse_reply_err(req, -rc);

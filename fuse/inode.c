@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "fuse/inode.h"
 
@@ -17,6 +18,7 @@
 struct entry {
 	uint64_t ino;
 	uint64_t nlookup;
+	char *path;		/* open namespaces: the entry's path */
 	struct entry *next_ino; /* chain in by_ino */
 	struct entry *next_key; /* chain in by_key, while hashed */
 	struct inode_info info;
@@ -24,6 +26,7 @@ struct entry {
 
 struct inode_table {
 	pthread_mutex_t lock;
+	pthread_cond_t written; /* broadcast when a block stops writing */
 	struct entry **by_ino;
 	struct entry **by_key;
 	size_t nbuckets; /* power of two, same for both tables */
@@ -54,7 +57,7 @@ static size_t key_hash(const struct inode_table *t, enum inode_kind kind,
 {
 	uint64_t h = mix64(((uint64_t)kind << 32 | ns) ^ t->seed[0]);
 
-	if (kind == INODE_BLOCK) {
+	if (kind != INODE_NS) {
 		for (int i = 0; i < KVFS_HASH_LEN; i += 8) {
 			uint64_t w;
 
@@ -75,7 +78,7 @@ static bool key_eq(const struct entry *e, enum inode_kind kind, uint32_t ns,
 		   const uint8_t *hash)
 {
 	return e->info.kind == kind && e->info.ns == ns &&
-	       (kind != INODE_BLOCK ||
+	       (kind == INODE_NS ||
 		memcmp(e->info.hash, hash, KVFS_HASH_LEN) == 0);
 }
 
@@ -94,6 +97,10 @@ int inode_table_new(struct inode_table **out)
 		goto out_free;
 	if (pthread_mutex_init(&t->lock, NULL))
 		goto out_free;
+	if (pthread_cond_init(&t->written, NULL)) {
+		pthread_mutex_destroy(&t->lock);
+		goto out_free;
+	}
 	t->next_ino = INODE_FIRST;
 	*out = t;
 	return 0;
@@ -115,12 +122,14 @@ void inode_table_free(struct inode_table *t)
 		while (e) {
 			struct entry *next = e->next_ino;
 
+			free(e->path);
 			free(e);
 			e = next;
 		}
 	}
 	free(t->by_ino);
 	free(t->by_key);
+	pthread_cond_destroy(&t->written);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -225,7 +234,7 @@ static int add_entry(struct inode_table *t, enum inode_kind kind, uint32_t ns,
 	e->ino = t->next_ino++;
 	e->info.kind = kind;
 	e->info.ns = ns;
-	if (kind == INODE_BLOCK)
+	if (kind != INODE_NS)
 		memcpy(e->info.hash, hash, KVFS_HASH_LEN);
 	e->info.hashed = true;
 	b = ino_hash(t, e->ino);
@@ -245,6 +254,7 @@ static void drop_entry(struct inode_table *t, struct entry *e)
 	unlink_key(t, e);
 	unlink_ino(t, e);
 	t->count--;
+	free(e->path);
 	free(e);
 }
 
@@ -256,7 +266,7 @@ int inode_lookup(struct inode_table *t, enum inode_kind kind, uint32_t ns,
 	struct entry *e;
 	int rc = 0;
 
-	if (kind != INODE_NS && (kind != INODE_BLOCK || !hash))
+	if (kind != INODE_NS && !hash)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
 	e = by_key(t, kind, ns, hash);
@@ -265,6 +275,90 @@ int inode_lookup(struct inode_table *t, enum inode_kind kind, uint32_t ns,
 	if (rc == 0) {
 		e->nlookup++;
 		*ino = e->ino;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int inode_lookup_private(struct inode_table *t, enum inode_kind kind,
+			 uint32_t ns, const uint8_t *hash, uint64_t *ino)
+{
+	struct entry *e;
+	int rc;
+
+	if (kind == INODE_NS || !hash)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	rc = add_entry(t, kind, ns, hash, &e);
+	if (rc == 0) {
+		unlink_key(t, e);
+		e->nlookup++;
+		*ino = e->ino;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int inode_rekey(struct inode_table *t, uint64_t ino, const uint8_t *hash)
+{
+	struct entry *e, *old;
+	size_t b;
+
+	if (!hash)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = by_ino(t, ino);
+	if (!e || e->info.kind == INODE_NS) {
+		pthread_mutex_unlock(&t->lock);
+		return e ? -EINVAL : -ENOENT;
+	}
+	unlink_key(t, e);
+	old = by_key(t, e->info.kind, e->info.ns, hash);
+	if (old)
+		unlink_key(t, old);
+	memcpy(e->info.hash, hash, KVFS_HASH_LEN);
+	b = key_hash(t, e->info.kind, e->info.ns, hash);
+	e->next_key = t->by_key[b];
+	t->by_key[b] = e;
+	e->info.hashed = true;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+int inode_set_path(struct inode_table *t, uint64_t ino, const char *path)
+{
+	char *p = strdup(path ? path : "");
+	struct entry *e;
+
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_lock(&t->lock);
+	e = by_ino(t, ino);
+	if (e) {
+		free(e->path);
+		e->path = p;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&t->lock);
+	free(p);
+	return e ? 0 : -ENOENT;
+}
+
+long inode_path(struct inode_table *t, uint64_t ino, char *buf, size_t cap)
+{
+	struct entry *e;
+	long rc = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	e = by_ino(t, ino);
+	if (e) {
+		const char *p = e->path ? e->path : "";
+
+		rc = (long)strlen(p);
+		if ((size_t)rc < cap)
+			memcpy(buf, p, (size_t)rc + 1);
+		else
+			rc = -ERANGE;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
@@ -309,7 +403,7 @@ uint64_t inode_find(struct inode_table *t, enum inode_kind kind, uint32_t ns,
 	struct entry *e;
 	uint64_t ino;
 
-	if (kind == INODE_BLOCK && !hash)
+	if (kind != INODE_NS && !hash)
 		return 0;
 	pthread_mutex_lock(&t->lock);
 	e = by_key(t, kind, ns, hash);
@@ -345,10 +439,48 @@ int inode_set_writing(struct inode_table *t, uint64_t ino, bool writing)
 
 	pthread_mutex_lock(&t->lock);
 	e = block_entry(t, ino, &rc);
-	if (e)
+	if (e) {
 		e->info.writing = writing;
+		e->info.closing = false;
+		if (!writing)
+			pthread_cond_broadcast(&t->written);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+int inode_set_closing(struct inode_table *t, uint64_t ino)
+{
+	struct entry *e;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	e = block_entry(t, ino, &rc);
+	if (e && e->info.writing)
+		e->info.closing = true;
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int inode_wait_written(struct inode_table *t, uint64_t ino, unsigned ms)
+{
+	struct timespec dl;
+	struct entry *e;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&t->lock);
+	/* the entry may go (forgotten) while we wait: look it up each time */
+	while ((e = by_ino(t, ino)) && e->info.writing && rc == 0)
+		rc = pthread_cond_timedwait(&t->written, &t->lock, &dl);
+	pthread_mutex_unlock(&t->lock);
+	return rc == ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
 int inode_set_attr(struct inode_table *t, uint64_t ino, uint64_t size,

@@ -42,7 +42,10 @@
 
 enum inode_kind {
 	INODE_NS = 1, /* a namespace directory: key is the ns id */
-	INODE_BLOCK,  /* a block: key is (ns id, hash) */
+	INODE_BLOCK,  /* a block: key is (ns id, hash); in an open namespace
+		       * the hash is kvfs_path_key of its path */
+	INODE_DIR,    /* a directory inside an open namespace: key is (ns id,
+		       * kvfs_path_key of its path) */
 };
 
 /* a snapshot of one entry (inode_get) */
@@ -52,6 +55,8 @@ struct inode_info {
 	uint8_t hash[KVFS_HASH_LEN]; /* INODE_BLOCK only */
 	bool hashed;		     /* its key still maps to it */
 	bool writing;		     /* created, not yet sealed or aborted */
+	bool closing;		     /* writing, and its writer closed a
+				      * descriptor: publication is near */
 	bool have_attr;		     /* size and seal_ns were recorded */
 	uint32_t nopen;		     /* open files on it */
 	uint64_t size;
@@ -78,6 +83,17 @@ void inode_table_free(struct inode_table *t);
  */
 int inode_lookup(struct inode_table *t, enum inode_kind kind, uint32_t ns,
 		 const uint8_t *hash, uint64_t *ino);
+/* a new entry with the key that the key does not map to (a private
+ * staging file whose name a published file holds), one lookup counted */
+int inode_lookup_private(struct inode_table *t, enum inode_kind kind,
+			 uint32_t ns, const uint8_t *hash, uint64_t *ino);
+/* map the key (kind of ino, ino's ns, hash) to ino, unhashing whatever
+ * entry it mapped to; -ENOENT for an unknown ino */
+int inode_rekey(struct inode_table *t, uint64_t ino, const uint8_t *hash);
+/* the path of an open namespace's entry ("" for none); a copy is kept */
+int inode_set_path(struct inode_table *t, uint64_t ino, const char *path);
+/* the path into buf: its length, -ENOENT, -ERANGE */
+long inode_path(struct inode_table *t, uint64_t ino, char *buf, size_t cap);
 /* undo one inode_lookup whose entry the kernel did not get */
 void inode_unlookup(struct inode_table *t, uint64_t ino);
 /* drop n kernel lookups; the entry goes at zero */
@@ -96,6 +112,15 @@ void inode_unhash(struct inode_table *t, uint64_t ino);
 int inode_set_writing(struct inode_table *t, uint64_t ino, bool writing);
 int inode_set_attr(struct inode_table *t, uint64_t ino, uint64_t size,
 		   uint64_t seal_ns);
+/* the writer closed a descriptor (inode_info.closing) */
+int inode_set_closing(struct inode_table *t, uint64_t ino);
+/*
+ * Wait at most ms milliseconds for ino to stop being written (sealed or
+ * aborted): a lookup of a name whose writer has closed waits for the
+ * kernel's asynchronous RELEASE, so that close(); open() elsewhere finds
+ * the file.  Returns 0 once it is not being written, -ETIMEDOUT.
+ */
+int inode_wait_written(struct inode_table *t, uint64_t ino, unsigned ms);
 /* count an open (delta 1) or a release (delta -1) */
 int inode_open(struct inode_table *t, uint64_t ino, int delta);
 

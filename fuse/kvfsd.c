@@ -289,6 +289,7 @@ static int start_fs(struct daemon *d)
 	struct kvfs_fs_config fc = {
 		.store = d->st,
 		.block_tokens = d->o.block_tokens,
+		.layout = d->o.layout,
 		.mountpoint = d->o.cmd.mountpoint,
 		.socket = d->o.ctl_path,
 		.node = d->o.node_id,

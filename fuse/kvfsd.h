@@ -16,6 +16,7 @@
  *   slots      the existing pool's, else min(1024, half the free space of
  *              the pool's file system / slot_size)
  *   block_tokens  512
+ *   layout        open
  */
 #ifndef KVFS_KVFSD_H
 #define KVFS_KVFSD_H
@@ -49,6 +50,7 @@ struct kvfsd_opts {
 	char *slot_size_o;
 	char *slots_o;
 	char *block_tokens_o;
+	char *layout_o;
 	char *ctl_mode_o;
 	char *lease_ms_o;
 	int reformat;
@@ -74,6 +76,7 @@ struct kvfsd_opts {
 	uint64_t slot_size;
 	uint32_t slots;
 	uint32_t block_tokens;
+	unsigned layout; /* of namespaces made by mkdir (enum kv_layout) */
 	uint32_t lease_ms;
 	mode_t ctl_mode;
 	unsigned replicas;

@@ -38,6 +38,7 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("slot_size=%s", slot_size_o),
 	KOPT("slots=%s", slots_o),
 	KOPT("block_tokens=%s", block_tokens_o),
+	KOPT("layout=%s", layout_o),
 	KOPT("ctl_mode=%s", ctl_mode_o),
 	KOPT("lease_ms=%s", lease_ms_o),
 	KOPT("reformat", reformat),
@@ -91,6 +92,8 @@ void kvfsd_usage(FILE *fp)
 	      "                     existing pool's, else min(1024, half the\n"
 	      "                     free space of /dev/shm / slot_size))\n"
 	      "  block_tokens=N     tokens per block of a new namespace (512)\n"
+	      "  layout=open|chain  layout of a namespace made by mkdir "
+	      "(open)\n"
 	      "  ctl=PATH           control socket (default DIR/ctl.sock)\n"
 	      "  ctl_mode=MODE      its permissions, octal (default 0600)\n"
 	      "  lease_ms=N         default prefix-match lease (10000)\n"
@@ -167,6 +170,7 @@ void kvfsd_opts_free(struct kvfsd_opts *o)
 	free(o->slot_size_o);
 	free(o->slots_o);
 	free(o->block_tokens_o);
+	free(o->layout_o);
 	free(o->ctl_mode_o);
 	free(o->lease_ms_o);
 	free(o->cluster_o);
@@ -254,6 +258,15 @@ static int parse_numbers(struct kvfsd_opts *o)
 		if (rc < 0)
 			return rc;
 		o->block_tokens = (uint32_t)v;
+	}
+	o->layout = KV_LAYOUT_OPEN;
+	if (o->layout_o && strcmp(o->layout_o, "chain") == 0) {
+		o->layout = KV_LAYOUT_CHAIN;
+	} else if (o->layout_o && strcmp(o->layout_o, "open") != 0) {
+		cli_usage_error(NULL,
+				"-o layout: '%s' is neither open nor chain",
+				o->layout_o);
+		return -EINVAL;
 	}
 	if (o->lease_ms_o) {
 		rc = cli_parse_u64(NULL, "-o lease_ms", o->lease_ms_o, 1,

@@ -91,7 +91,8 @@ static void json_counters(struct kvfs_buf *b, const struct kv_stats *s)
 		(unsigned long long)s->removed);
 }
 
-static void json_ns(struct kvfs_buf *b, const struct ns_snap *e)
+static void json_ns(struct kvfs_buf *b, struct kv_store *st,
+		    const struct ns_snap *e)
 {
 	size_t len = strlen(e->name);
 
@@ -99,8 +100,11 @@ static void json_ns(struct kvfs_buf *b, const struct ns_snap *e)
 	kvfs_buf_json_str(b, e->name, len);
 	kvfs_buf_puts(b, ",\"name_pct\":\"");
 	kvfs_ctlp_pct_encode(b, e->name, len);
-	kvfs_buf_printf(b, "\",\"id\":%u,\"block_tokens\":%u,", e->id,
-			e->block_tokens);
+	kvfs_buf_printf(
+		b, "\",\"id\":%u,\"block_tokens\":%u,\"layout\":\"%s\",", e->id,
+		e->block_tokens,
+		kv_store_ns_layout(st, e->id) == KV_LAYOUT_OPEN ? "open"
+								: "chain");
 	json_counters(b, &e->s);
 	kvfs_buf_puts(b, "}");
 }
@@ -117,7 +121,7 @@ int render_ns_list_json(struct kv_store *st, struct kvfs_buf *b)
 	for (size_t i = 0; i < sn.n; i++) {
 		if (i)
 			kvfs_buf_puts(b, ",");
-		json_ns(b, &sn.v[i]);
+		json_ns(b, st, &sn.v[i]);
 	}
 	kvfs_buf_puts(b, "]");
 	free(sn.v);

@@ -70,9 +70,21 @@ int kv_index_decode_block(const void *buf, size_t len, struct kv_block_rec *rec)
 {
 	const uint8_t *p = buf;
 
-	if (!buf || !rec || len != KV_INDEX_BLOCK_REC_LEN || p[0] != 1 ||
-	    (p[1] & ~1u))
+	if (!buf || !rec || len < KV_INDEX_BLOCK_REC_LEN || (p[1] & ~1u))
 		return -EINVAL;
+	if (p[0] == 1 && len == KV_INDEX_BLOCK_REC_LEN) {
+		rec->path = NULL;
+		rec->path_len = 0;
+	} else if (p[0] == 2 && len > KV_INDEX_BLOCK_REC_LEN + 2) {
+		rec->path_len = kv_get_le16(p + KV_INDEX_BLOCK_REC_LEN);
+		rec->path = (const char *)p + KV_INDEX_BLOCK_REC_LEN + 2;
+		if (rec->path_len == 0 || rec->path_len > KV_INDEX_PATH_MAX ||
+		    len != KV_INDEX_BLOCK_REC_LEN + 2 + rec->path_len ||
+		    memchr(rec->path, '\0', rec->path_len))
+			return -EINVAL;
+	} else {
+		return -EINVAL;
+	}
 	rec->has_parent = p[1] & 1;
 	rec->slot = kv_get_le32(p + 4);
 	rec->size = kv_get_le64(p + 8);
@@ -88,18 +100,20 @@ static void ns_encode(const struct kv_ns_rec *rec,
 	kv_put_le32(out, rec->id);
 	kv_put_le32(out + 4, rec->block_tokens);
 	kv_put_le64(out + 8, rec->created_ns);
+	kv_put_le32(out + 16, rec->layout);
 }
 
 static int ns_decode(const char *buf, size_t len, struct kv_ns_rec *rec)
 {
 	const uint8_t *p = (const uint8_t *)buf;
 
-	if (len != KV_INDEX_NS_REC_LEN)
+	if (len != KV_INDEX_NS_REC_LEN && len != KV_INDEX_NS_REC_LEN_V1)
 		return -EINVAL;
 	rec->id = kv_get_le32(p);
 	rec->block_tokens = kv_get_le32(p + 4);
 	rec->created_ns = kv_get_le64(p + 8);
-	return rec->id && rec->block_tokens ? 0 : -EINVAL;
+	rec->layout = len == KV_INDEX_NS_REC_LEN ? kv_get_le32(p + 16) : 0;
+	return rec->id && rec->block_tokens && rec->layout <= 1 ? 0 : -EINVAL;
 }
 
 static void ix_free_opts(struct kv_index *ix)
@@ -264,17 +278,98 @@ int kv_index_del_ns(struct kv_index *ix, const char *name)
 	return ix_del(ix, key, (size_t)kl);
 }
 
+/* the whole record, version 2 with a path; returns its length */
+static size_t
+block_val(const struct kv_block_rec *rec,
+	  uint8_t val[KV_INDEX_BLOCK_REC_LEN + 2 + KV_INDEX_PATH_MAX])
+{
+	kv_index_encode_block(rec, val);
+	if (!rec->path)
+		return KV_INDEX_BLOCK_REC_LEN;
+	val[0] = 2;
+	kv_put_le16(val + KV_INDEX_BLOCK_REC_LEN, (uint16_t)rec->path_len);
+	memcpy(val + KV_INDEX_BLOCK_REC_LEN + 2, rec->path, rec->path_len);
+	return KV_INDEX_BLOCK_REC_LEN + 2 + rec->path_len;
+}
+
+static bool rec_ok(const struct kv_block_rec *rec)
+{
+	return !rec->path ||
+	       (rec->path_len && rec->path_len <= KV_INDEX_PATH_MAX);
+}
+
 int kv_index_put_block(struct kv_index *ix, uint32_t ns,
 		       const uint8_t hash[KVFS_HASH_LEN],
 		       const struct kv_block_rec *rec)
 {
-	uint8_t key[KV_INDEX_BLOCK_KEY_LEN], val[KV_INDEX_BLOCK_REC_LEN];
+	uint8_t key[KV_INDEX_BLOCK_KEY_LEN];
+	uint8_t val[KV_INDEX_BLOCK_REC_LEN + 2 + KV_INDEX_PATH_MAX];
 
-	if (!ix || !hash || !rec)
+	if (!ix || !hash || !rec || !rec_ok(rec))
 		return -EINVAL;
 	block_key(key, ns, hash);
-	kv_index_encode_block(rec, val);
-	return ix_put(ix, key, sizeof(key), val, sizeof(val));
+	return ix_put(ix, key, sizeof(key), val, block_val(rec, val));
+}
+
+int kv_index_move_block(struct kv_index *ix, uint32_t ns,
+			const uint8_t from_hash[KVFS_HASH_LEN],
+			const uint8_t to_hash[KVFS_HASH_LEN],
+			const struct kv_block_rec *rec)
+{
+	uint8_t from[KV_INDEX_BLOCK_KEY_LEN], to[KV_INDEX_BLOCK_KEY_LEN];
+	uint8_t val[KV_INDEX_BLOCK_REC_LEN + 2 + KV_INDEX_PATH_MAX];
+	rocksdb_writebatch_t *wb;
+	char *err = NULL;
+
+	if (!ix || !from_hash || !to_hash || !rec || !rec_ok(rec))
+		return -EINVAL;
+	block_key(from, ns, from_hash);
+	block_key(to, ns, to_hash);
+	wb = rocksdb_writebatch_create();
+	rocksdb_writebatch_delete(wb, (const char *)from, sizeof(from));
+	rocksdb_writebatch_put(wb, (const char *)to, sizeof(to),
+			       (const char *)val, block_val(rec, val));
+	rocksdb_write(ix->db, ix->wopts, wb, &err);
+	rocksdb_writebatch_destroy(wb);
+	return ix_err(err, "rename");
+}
+
+/* 'd' u32be ns path; returns the key length or -EINVAL */
+static int dir_key(uint8_t key[5 + KV_INDEX_PATH_MAX], uint32_t ns,
+		   const char *path, size_t len)
+{
+	if (!path || len == 0 || len > KV_INDEX_PATH_MAX)
+		return -EINVAL;
+	key[0] = 'd';
+	key[1] = (uint8_t)(ns >> 24);
+	key[2] = (uint8_t)(ns >> 16);
+	key[3] = (uint8_t)(ns >> 8);
+	key[4] = (uint8_t)ns;
+	memcpy(key + 5, path, len);
+	return (int)(5 + len);
+}
+
+int kv_index_put_dir(struct kv_index *ix, uint32_t ns, const char *path,
+		     size_t len, uint64_t created_ns)
+{
+	uint8_t key[5 + KV_INDEX_PATH_MAX], val[8];
+	int kl = dir_key(key, ns, path, len);
+
+	if (!ix || kl < 0)
+		return -EINVAL;
+	kv_put_le64(val, created_ns);
+	return ix_put(ix, key, (size_t)kl, val, sizeof(val));
+}
+
+int kv_index_del_dir(struct kv_index *ix, uint32_t ns, const char *path,
+		     size_t len)
+{
+	uint8_t key[5 + KV_INDEX_PATH_MAX];
+	int kl = dir_key(key, ns, path, len);
+
+	if (!ix || kl < 0)
+		return -EINVAL;
+	return ix_del(ix, key, (size_t)kl);
 }
 
 int kv_index_del_block(struct kv_index *ix, uint32_t ns,
@@ -307,6 +402,7 @@ int kv_index_get_block(struct kv_index *ix, uint32_t ns,
 	if (!v)
 		return -ENOENT;
 	rc = kv_index_decode_block(v, vl, rec) ? -EIO : 0;
+	rec->path = NULL; /* it pointed into v: only its length is left */
 	rocksdb_free(v);
 	return rc;
 }
@@ -416,6 +512,48 @@ int kv_index_scan_blocks(struct kv_index *ix,
 	if (!ix || !fn)
 		return -EINVAL;
 	rc = ix_scan(ix, 'b', block_step, &s);
+	if (bad)
+		*bad = s.bad;
+	return rc;
+}
+
+struct dir_scan {
+	int (*fn)(uint32_t ns, const char *path, size_t len,
+		  uint64_t created_ns, void *arg);
+	void *arg;
+	uint64_t bad;
+};
+
+static int dir_step(const char *k, size_t kl, const char *v, size_t vl,
+		    void *arg)
+{
+	struct dir_scan *s = arg;
+	const uint8_t *u = (const uint8_t *)k;
+	uint32_t ns;
+
+	if (kl < 6 || kl > 5 + KV_INDEX_PATH_MAX || vl != 8 ||
+	    memchr(k + 5, '\0', kl - 5)) {
+		kvfs_warn("index: skipping a bad directory record");
+		s->bad++;
+		return 0;
+	}
+	ns = (uint32_t)u[1] << 24 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 8 |
+	     u[4];
+	return s->fn(ns, k + 5, kl - 5, kv_get_le64((const uint8_t *)v),
+		     s->arg);
+}
+
+int kv_index_scan_dirs(struct kv_index *ix,
+		       int (*fn)(uint32_t ns, const char *path, size_t len,
+				 uint64_t created_ns, void *arg),
+		       void *arg, uint64_t *bad)
+{
+	struct dir_scan s = { fn, arg, 0 };
+	int rc;
+
+	if (!ix || !fn)
+		return -EINVAL;
+	rc = ix_scan(ix, 'd', dir_step, &s);
 	if (bad)
 		*bad = s.bad;
 	return rc;

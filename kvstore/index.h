@@ -13,7 +13,10 @@
  *   'm' "pool_uuid"                       16 bytes, uuid of the pool the
  *                                         records describe (pool.h)
  *   'n' name bytes (1..255)               namespace record, 16 bytes
- *   'b' u32be ns_id, 32-byte block hash   block record, 64 bytes
+ *   'b' u32be ns_id, 32-byte block hash   block record, 64 bytes, or 66 +
+ *                                         the path's length (version 2)
+ *   'd' u32be ns_id, path bytes           directory of an open namespace,
+ *                                         8 bytes: creation time, ns
  *
  * Namespace record (little-endian):
  *
@@ -21,6 +24,8 @@
  *   0       4     id (1..), never reused while the index lives
  *   4       4     block_tokens
  *   8       8     creation time, ns since the epoch
+ *   16      4     layout: 0 chain, 1 open (absent in 16-byte records
+ *                 written before layouts: chain)
  *
  * Block record (little-endian):
  *
@@ -34,6 +39,12 @@
  *   20      4     reserved, 0
  *   24      8     seal time, ns since the epoch
  *   32      32    parent hash (zero without a parent)
+ *   64      2     version 2 only: length of the path, 1..KV_INDEX_PATH_MAX
+ *   66      n     version 2 only: the file's path in its open namespace
+ *                 ("a/b/c.bin"); the block hash is kvfs_path_key(path)
+ *
+ * Version 1 records (64 bytes) are chain blocks, and open-namespace files
+ * whose path this node never learned (a replica fetched or pushed by key).
  *
  * Writes go through the WAL without fsync (see store.h, "Durability").
  * Errors from RocksDB are logged with their text and returned as -EIO.
@@ -48,7 +59,9 @@
 #include "src/common/hash.h"
 
 #define KV_INDEX_FORMAT 1
-#define KV_INDEX_NS_REC_LEN 16
+#define KV_INDEX_NS_REC_LEN 20
+#define KV_INDEX_NS_REC_LEN_V1 16
+#define KV_INDEX_PATH_MAX 4096
 #define KV_INDEX_BLOCK_REC_LEN 64
 #define KV_INDEX_BLOCK_KEY_LEN (1 + 4 + KVFS_HASH_LEN)
 
@@ -58,6 +71,7 @@ struct kv_ns_rec {
 	uint32_t id;
 	uint32_t block_tokens;
 	uint64_t created_ns;
+	uint32_t layout; /* 0 chain, 1 open */
 };
 
 struct kv_block_rec {
@@ -67,6 +81,10 @@ struct kv_block_rec {
 	uint64_t seal_ns;
 	bool has_parent;
 	uint8_t parent[KVFS_HASH_LEN];
+	/* an open-namespace file's path (not NUL-terminated), or NULL; from
+	 * a scan, it points into the record and lives as long as the call */
+	const char *path;
+	size_t path_len;
 };
 
 /* open (creating when absent) the index in dir; -EIO with the reason
@@ -91,6 +109,22 @@ int kv_index_put_block(struct kv_index *ix, uint32_t ns,
 		       const struct kv_block_rec *rec);
 int kv_index_del_block(struct kv_index *ix, uint32_t ns,
 		       const uint8_t hash[KVFS_HASH_LEN]);
+/* rename: put the record under to_hash and delete from_hash, atomically */
+int kv_index_move_block(struct kv_index *ix, uint32_t ns,
+			const uint8_t from_hash[KVFS_HASH_LEN],
+			const uint8_t to_hash[KVFS_HASH_LEN],
+			const struct kv_block_rec *rec);
+
+/* directories of open namespaces */
+int kv_index_put_dir(struct kv_index *ix, uint32_t ns, const char *path,
+		     size_t len, uint64_t created_ns);
+int kv_index_del_dir(struct kv_index *ix, uint32_t ns, const char *path,
+		     size_t len);
+int kv_index_scan_dirs(struct kv_index *ix,
+		       int (*fn)(uint32_t ns, const char *path, size_t len,
+				 uint64_t created_ns, void *arg),
+		       void *arg, uint64_t *bad);
+
 /* a direct RocksDB point read: -ENOENT when absent, -EIO on a bad record.
  * The store never calls it on a lookup; kvbench uses it as the baseline. */
 int kv_index_get_block(struct kv_index *ix, uint32_t ns,

@@ -54,6 +54,7 @@ static int ns_install(struct kv_store *st, const char *name,
 	n->id = rec->id;
 	n->block_tokens = rec->block_tokens;
 	n->created_ns = rec->created_ns;
+	n->layout = rec->layout;
 	st->ns[rec->id] = n;
 	if (rec->id >= st->next_ns_id)
 		st->next_ns_id = rec->id + 1;
@@ -153,6 +154,13 @@ static int recover_block(uint32_t ns, const uint8_t hash[KVFS_HASH_LEN],
 	b->seal_ns = rec->seal_ns;
 	b->state = BLK_SEALED;
 	tab_insert(st, rec->slot);
+	if (rec->path) {
+		int rc = open_recover_file(st, rec->slot, rec->path,
+					   rec->path_len);
+
+		if (rc < 0)
+			return rc;
+	}
 	n = store_ns_get(st, ns);
 	n->s.blocks++;
 	n->s.bytes += rec->size;
@@ -237,6 +245,12 @@ static int recover_lost(uint32_t ns, const uint8_t hash[KVFS_HASH_LEN],
 	return drop_later(r, ns, hash);
 }
 
+static int recover_dir(uint32_t ns, const char *path, size_t len,
+		       uint64_t created_ns, void *arg)
+{
+	return open_recover_dir(arg, ns, path, len, created_ns);
+}
+
 static int store_recover(struct kv_store *st)
 {
 	struct recover r = { .st = st };
@@ -247,6 +261,9 @@ static int store_recover(struct kv_store *st)
 	if (lost < 0)
 		return lost;
 	rc = kv_index_scan_ns(st->ix, recover_ns, st, &bad);
+	if (rc < 0)
+		return rc;
+	rc = kv_index_scan_dirs(st->ix, recover_dir, st, &bad);
 	if (rc < 0)
 		return rc;
 	rc = kv_index_scan_blocks(st->ix, lost ? recover_lost : recover_block,
@@ -272,6 +289,8 @@ static int store_recover(struct kv_store *st)
 
 static int store_tables(struct kv_store *st)
 {
+	pthread_condattr_t ca;
+
 	st->blk = tab_map(sizeof(*st->blk) * st->nslots);
 	if (!st->blk)
 		return -ENOMEM;
@@ -288,7 +307,16 @@ static int store_tables(struct kv_store *st)
 	    getrandom(&st->next_lease, sizeof(st->next_lease), 0) < 0)
 		return -EIO;
 	st->next_lease = (st->next_lease >> 1) | 1; /* never 0 */
-	return pthread_mutex_init(&st->lock, NULL) ? -ENOMEM : 0;
+	if (pthread_mutex_init(&st->lock, NULL))
+		return -ENOMEM;
+	if (pthread_condattr_init(&ca) ||
+	    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+	    pthread_cond_init(&st->settled, &ca)) {
+		pthread_mutex_destroy(&st->lock);
+		return -ENOMEM;
+	}
+	pthread_condattr_destroy(&ca);
+	return 0;
 }
 
 int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out)
@@ -305,6 +333,8 @@ int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out)
 	if (!st)
 		return -ENOMEM;
 	st->lease_ms = cfg->lease_ms ? cfg->lease_ms : STORE_DEFAULT_LEASE_MS;
+	st->publish_wait_ms = cfg->publish_wait_ms ? cfg->publish_wait_ms
+						   : STORE_PUBLISH_WAIT_MS;
 	rc = kv_pool_open_mode(
 		cfg->pool_path, &g,
 		KV_POOL_CREATE | (cfg->reformat ? KV_POOL_REFORMAT : 0),
@@ -330,6 +360,10 @@ out_index:
 out_pool:
 	kv_pool_close(st->pool);
 out_free:
+	open_free(st);
+	if (st->blk)
+		for (uint32_t s = 0; s < st->nslots; s++)
+			free(st->blk[s].path);
 	tab_unmap(st->blk, sizeof(*st->blk) * st->nslots);
 	tab_free(st);
 	if (st->ns)
@@ -350,8 +384,12 @@ void kv_store_close(struct kv_store *st)
 	for (uint32_t i = 0; i < st->ns_cap; i++)
 		free(st->ns[i]);
 	free(st->ns);
+	open_free(st);
+	for (uint32_t s = 0; s < st->nslots; s++)
+		free(st->blk[s].path);
 	tab_unmap(st->blk, sizeof(*st->blk) * st->nslots);
 	tab_free(st);
+	pthread_cond_destroy(&st->settled);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
@@ -371,11 +409,61 @@ const struct kv_pool *kv_store_pool(const struct kv_store *st)
 int kv_store_ns_create(struct kv_store *st, const char *name,
 		       uint32_t block_tokens, uint32_t *id)
 {
+	return kv_store_ns_create_layout(st, name, block_tokens,
+					 KV_LAYOUT_CHAIN, id);
+}
+
+int kv_store_ns_layout(struct kv_store *st, uint32_t id)
+{
+	struct store_ns *n;
+	int rc;
+
+	if (!st)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	n = store_ns_get(st, id);
+	rc = n ? (int)n->layout : -ENOENT;
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int kv_store_ns_set_layout(struct kv_store *st, const char *name,
+			   unsigned layout)
+{
+	struct kv_ns_rec rec;
+	struct store_ns *n;
+	int rc;
+
+	if (!st || kvfs_ns_valid(name) < 0 || layout > KV_LAYOUT_OPEN)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	n = ns_by_name(st, name);
+	if (!n) {
+		rc = -ENOENT;
+	} else if (n->s.blocks || n->s.writing || n->nsub || n->nfiles) {
+		rc = n->layout == layout ? 0 : -ENOTEMPTY;
+	} else {
+		rec.id = n->id;
+		rec.block_tokens = n->block_tokens;
+		rec.created_ns = n->created_ns;
+		rec.layout = layout;
+		rc = kv_index_put_ns(st->ix, name, &rec);
+		if (rc == 0)
+			n->layout = layout;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int kv_store_ns_create_layout(struct kv_store *st, const char *name,
+			      uint32_t block_tokens, unsigned layout,
+			      uint32_t *id)
+{
 	struct kv_ns_rec rec;
 	int rc;
 
 	if (!st || kvfs_ns_valid(name) < 0 || block_tokens == 0 ||
-	    block_tokens > KVFS_BLOCK_TOKENS_MAX)
+	    block_tokens > KVFS_BLOCK_TOKENS_MAX || layout > KV_LAYOUT_OPEN)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
 	if (ns_by_name(st, name)) {
@@ -385,6 +473,7 @@ int kv_store_ns_create(struct kv_store *st, const char *name,
 	rec.id = st->next_ns_id;
 	rec.block_tokens = block_tokens;
 	rec.created_ns = kvfs_wall_ns();
+	rec.layout = layout;
 	if (rec.id == NIL) {
 		rc = -ENOSPC;
 		goto out_unlock;
@@ -458,13 +547,14 @@ int kv_store_ns_set_block_tokens(struct kv_store *st, const char *name,
 		rc = -ENOENT;
 		goto out_unlock;
 	}
-	if (n->s.blocks || n->s.writing) {
+	if (n->s.blocks || n->s.writing || n->nsub) {
 		rc = -ENOTEMPTY;
 		goto out_unlock;
 	}
 	rec.id = n->id;
 	rec.block_tokens = block_tokens;
 	rec.created_ns = n->created_ns;
+	rec.layout = n->layout;
 	rc = kv_index_put_ns(st->ix, name, &rec);
 	if (rc == 0)
 		n->block_tokens = block_tokens;
@@ -486,7 +576,7 @@ int kv_store_ns_remove(struct kv_store *st, const char *name)
 		rc = -ENOENT;
 		goto out_unlock;
 	}
-	if (n->s.blocks || n->s.writing) {
+	if (n->s.blocks || n->s.writing || n->nsub) {
 		rc = -ENOTEMPTY;
 		goto out_unlock;
 	}

@@ -62,6 +62,7 @@ struct kv_store_config {
 	uint32_t lease_ms;     /* default match lease; 0 means 10000 */
 	bool reformat;	       /* format pool and index anew if they differ */
 	unsigned pool_mode;    /* the pool file's mode (pool.h); 0 means 0600 */
+	uint32_t publish_wait_ms; /* kv_store_closing; 0 means 1000 */
 };
 
 /* per-namespace and whole-store counters (kv_store_stats) */
@@ -113,10 +114,25 @@ void kv_store_close(struct kv_store *st);
 
 /* ---- namespaces ---------------------------------------------------- */
 
+/* a namespace's layout (kvfs(7), "Layouts") */
+enum kv_layout {
+	KV_LAYOUT_CHAIN = 0, /* names are kvfs chain hashes, nothing else */
+	KV_LAYOUT_OPEN = 1,  /* any names and subdirectories (store_open.c) */
+};
+
 /* -EEXIST when present (with any block_tokens), -EINVAL on a bad name
  * (kvfs_ns_valid) or block_tokens outside 1..KVFS_BLOCK_TOKENS_MAX */
 int kv_store_ns_create(struct kv_store *st, const char *name,
 		       uint32_t block_tokens, uint32_t *id);
+/* the same with a layout (enum kv_layout; -EINVAL for another value) */
+int kv_store_ns_create_layout(struct kv_store *st, const char *name,
+			      uint32_t block_tokens, unsigned layout,
+			      uint32_t *id);
+/* change the layout of an empty namespace: -ENOTEMPTY, -ENOENT, -EINVAL */
+int kv_store_ns_set_layout(struct kv_store *st, const char *name,
+			   unsigned layout);
+/* the layout of namespace id (>= 0), or -ENOENT */
+int kv_store_ns_layout(struct kv_store *st, uint32_t id);
 /* -ENOENT when absent */
 int kv_store_ns_find(struct kv_store *st, const char *name, uint32_t *id,
 		     uint32_t *block_tokens);
@@ -169,6 +185,14 @@ int kv_store_seal(struct kv_store *st, uint32_t wh);
  * makes the block fail its check at the next open (recovery drops it). */
 int kv_store_seal_crc(struct kv_store *st, uint32_t wh, uint32_t crc);
 int kv_store_abort(struct kv_store *st, uint32_t wh);
+/*
+ * The writer closed a descriptor of block wh: its seal (or abort) is near
+ * (kvfs(7), "Publication": the mount seals at the last close, which the
+ * kernel reports after close(2) has returned).  Until it settles, get,
+ * stat, lookup and match of its name wait for it, up to publish_wait_ms,
+ * instead of missing it.
+ */
+int kv_store_closing(struct kv_store *st, uint32_t wh);
 
 /* ---- reading ------------------------------------------------------- */
 
@@ -221,6 +245,73 @@ int kv_store_evict(struct kv_store *st, uint32_t ns,
 /* unlink: the name goes now, the slot when the last reference does */
 int kv_store_remove(struct kv_store *st, uint32_t ns,
 		    const uint8_t hash[KVFS_HASH_LEN]);
+
+/* ---- open namespaces ----------------------------------------------- */
+
+/*
+ * Files of an open namespace (store_open.c).  A file is a block whose key
+ * is kvfs_path_key(path) and which remembers its path, so everything
+ * keyed by (ns, hash) above works on it unchanged: get, stat, remove,
+ * evict, leases, events, replicas.  What is added:
+ *
+ *  - staging: kv_store_create_staging takes a slot with no name at all,
+ *    so any number of writers may stage files for one path at once;
+ *  - publication: kv_store_publish seals a staging block under a path, in
+ *    one step replacing the file that path had (its readers keep their
+ *    references and bytes; the slot is freed at their last put);
+ *  - kv_store_rename moves a sealed file to another path, replacing too;
+ *  - directories, durable in the index; a file's parent must exist.
+ *
+ * A path is relative to the namespace: components of 1..255 bytes (no '/',
+ * no NUL, not "." or ".."), joined by '/', at most KV_STORE_PATH_MAX bytes.
+ * Calls on a chain namespace are -EINVAL.
+ */
+#define KV_STORE_PATH_MAX 4096
+
+/* a slot owned by the writer, with no name: invisible, never -EEXIST.
+ * Written, sealed (published) or aborted like kv_store_create's. */
+int kv_store_create_staging(struct kv_store *st, uint32_t ns, uint32_t *wh);
+/*
+ * Seal staging block wh as the file path.  An existing file of that path
+ * is replaced, or with noreplace -EEXIST and wh stays the writer's.
+ * -ENOENT when path's directory does not exist (wh stays too); -EIO when
+ * the index write fails (wh is then aborted).
+ */
+int kv_store_publish(struct kv_store *st, uint32_t wh, const char *path,
+		     bool noreplace);
+/* move a sealed file; an existing `to` is replaced unless noreplace
+ * (-EEXIST).  -ENOENT: no file `from`, or no directory for `to`. */
+int kv_store_rename(struct kv_store *st, uint32_t ns, const char *from,
+		    const char *to, bool noreplace);
+/* the path of sealed file (ns, hash) into buf (NUL-terminated); its
+ * length, -ENOENT for no such file, -ENODATA for a file whose path this
+ * node does not know (a replica that came by key), -ERANGE when cap is
+ * too small */
+long kv_store_path(struct kv_store *st, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN], char *buf, size_t cap);
+/* teach a pathless replica its path (kvfs_path_key(path) must be its
+ * hash, else -EINVAL); its directories are made as needed */
+int kv_store_set_path(struct kv_store *st, uint32_t ns, const char *path);
+
+/* -EEXIST, -ENOENT (no parent directory), -EINVAL (bad path) */
+int kv_store_dir_create(struct kv_store *st, uint32_t ns, const char *path);
+/* -ENOTEMPTY while it holds a file or a directory; -ENOENT */
+int kv_store_dir_remove(struct kv_store *st, uint32_t ns, const char *path);
+/* 1 when path ("" is the namespace itself) is a directory, else 0 */
+int kv_store_dir_exists(struct kv_store *st, uint32_t ns, const char *path);
+/* entries directly in directory path: files + subdirectories */
+long kv_store_dir_count(struct kv_store *st, uint32_t ns, const char *path);
+
+/*
+ * Walk directory dir ("" for the namespace) without loading it: writes the
+ * next entry's name (cap >= 256) and whether it is a directory, moves
+ * *cursor past it, and returns 1; 0 at the end; -ENOENT for a directory
+ * that is gone.  Subdirectories come first, then files in slot order.
+ * Entries made or removed during a walk may or may not be seen; none is
+ * seen twice.  Start with *cursor = 0; cursors stay below 2^62.
+ */
+int kv_store_dir_next(struct kv_store *st, uint32_t ns, const char *dir,
+		      uint64_t *cursor, char *name, size_t cap, bool *is_dir);
 
 /* ---- stats --------------------------------------------------------- */
 

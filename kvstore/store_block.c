@@ -4,7 +4,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/common/clock.h"
 #include "src/common/crc32c.h"
@@ -12,11 +14,41 @@
 #include "kvstore/store_int.h"
 
 /* sealed, visible block of (ns, hash) or NIL */
-static uint32_t find_sealed(struct kv_store *st, uint32_t ns,
-			    const uint8_t hash[KVFS_HASH_LEN])
+uint32_t blk_find_sealed(struct kv_store *st, uint32_t ns,
+			 const uint8_t hash[KVFS_HASH_LEN])
 {
 	uint32_t s = tab_find(st, ns, hash);
 
+	return s != NIL && st->blk[s].state == BLK_SEALED ? s : NIL;
+}
+
+bool blk_wait_closing(struct kv_store *st, uint32_t s, uint64_t *deadline)
+{
+	uint64_t now = kvfs_mono_ns();
+	struct timespec ts;
+
+	if (s == NIL || st->blk[s].state != BLK_WRITING || !st->blk[s].closing)
+		return false;
+	if (!*deadline)
+		*deadline = now + (uint64_t)st->publish_wait_ms * 1000000ull;
+	if (now >= *deadline)
+		return false;
+	ts.tv_sec = (time_t)(*deadline / 1000000000ull);
+	ts.tv_nsec = (long)(*deadline % 1000000000ull);
+	pthread_cond_timedwait(&st->settled, &st->lock, &ts);
+	return true;
+}
+
+/* the sealed block of (ns, hash), after waiting for one whose writer has
+ * closed it (lock held, dropped while waiting) */
+static uint32_t find_visible(struct kv_store *st, uint32_t ns,
+			     const uint8_t hash[KVFS_HASH_LEN])
+{
+	uint64_t deadline = 0;
+	uint32_t s;
+
+	while (blk_wait_closing(st, s = tab_find(st, ns, hash), &deadline))
+		;
 	return s != NIL && st->blk[s].state == BLK_SEALED ? s : NIL;
 }
 
@@ -157,7 +189,7 @@ void blk_link_parent(struct kv_store *st, uint32_t slot)
 
 	if (!b->has_parent)
 		return;
-	p = find_sealed(st, b->ns, b->parent);
+	p = blk_find_sealed(st, b->ns, b->parent);
 	if (p == NIL || p == slot)
 		return;
 	b->parent_slot = p;
@@ -189,6 +221,9 @@ static void blk_release(struct kv_store *st, uint32_t slot)
 	struct blk *b = &st->blk[slot];
 
 	b->state = BLK_FREE;
+	free(b->path);
+	b->path = NULL;
+	b->staged = 0;
 	b->gen++;
 	b->nchild = 0;
 	b->refs = 0;
@@ -199,15 +234,17 @@ static void blk_release(struct kv_store *st, uint32_t slot)
  * Take a sealed block out of the name space: record deleted first, so the
  * slot is never rewritten while a record still points at it.
  */
-static int blk_unpublish(struct kv_store *st, uint32_t slot)
+int blk_unpublish(struct kv_store *st, uint32_t slot, bool del_record)
 {
 	struct blk *b = &st->blk[slot];
 	struct store_ns *n = store_ns_get(st, b->ns);
 	int rc;
 
-	rc = kv_index_del_block(st->ix, b->ns, b->hash);
+	rc = del_record ? kv_index_del_block(st->ix, b->ns, b->hash) : 0;
 	if (rc < 0)
 		return rc;
+	if (b->path)
+		open_count(st, b->ns, b->path, -1);
 	lru_del(st, slot);
 	tab_remove(st, slot);
 	blk_unlink_parent(st, slot);
@@ -265,7 +302,7 @@ static int evict_one(struct kv_store *st)
 	if (v == NIL)
 		return -ENOSPC;
 	ns = st->blk[v].ns;
-	rc = blk_unpublish(st, v);
+	rc = blk_unpublish(st, v, true);
 	if (rc < 0)
 		return rc;
 	blk_release(st, v);
@@ -273,7 +310,7 @@ static int evict_one(struct kv_store *st)
 	return 0;
 }
 
-static int slot_alloc(struct kv_store *st, uint32_t *slot)
+int blk_slot_alloc(struct kv_store *st, uint32_t *slot)
 {
 	int rc;
 
@@ -320,7 +357,7 @@ int kv_store_create(struct kv_store *st, uint32_t ns,
 		rc = -EEXIST;
 		goto out_unlock;
 	}
-	rc = slot_alloc(st, &slot);
+	rc = blk_slot_alloc(st, &slot);
 	if (rc < 0)
 		goto out_unlock;
 	b = &st->blk[slot];
@@ -348,7 +385,7 @@ out_unlock:
 
 /* the writer's block, or NULL; the caller holds no lock: a WRITING slot
  * is only ever changed by its writer, so reading its state is enough */
-static struct blk *wblk(struct kv_store *st, uint32_t wh)
+struct blk *blk_writing(struct kv_store *st, uint32_t wh)
 {
 	struct blk *b;
 	uint8_t state;
@@ -365,7 +402,7 @@ static struct blk *wblk(struct kv_store *st, uint32_t wh)
 int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 		   const void *buf, size_t len)
 {
-	struct blk *b = wblk(st, wh);
+	struct blk *b = blk_writing(st, wh);
 
 	if (!b || (!buf && len))
 		return -EINVAL;
@@ -379,12 +416,12 @@ int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 
 void *kv_store_wptr(struct kv_store *st, uint32_t wh)
 {
-	return wblk(st, wh) ? kv_pool_slot(st->pool, wh) : NULL;
+	return blk_writing(st, wh) ? kv_pool_slot(st->pool, wh) : NULL;
 }
 
 int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size)
 {
-	struct blk *b = wblk(st, wh);
+	struct blk *b = blk_writing(st, wh);
 
 	if (!b)
 		return -EINVAL;
@@ -396,7 +433,7 @@ int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size)
 
 int kv_store_wsize(struct kv_store *st, uint32_t wh, uint64_t *size)
 {
-	struct blk *b = wblk(st, wh);
+	struct blk *b = blk_writing(st, wh);
 
 	if (!b || !size)
 		return -EINVAL;
@@ -405,27 +442,58 @@ int kv_store_wsize(struct kv_store *st, uint32_t wh, uint64_t *size)
 }
 
 /* undo a create; lock held */
-static void abort_locked(struct kv_store *st, uint32_t slot)
+void blk_abort(struct kv_store *st, uint32_t slot)
 {
 	struct store_ns *n = store_ns_get(st, st->blk[slot].ns);
 
-	tab_remove(st, slot);
+	if (!st->blk[slot].staged)
+		tab_remove(st, slot);
+	st->blk[slot].closing = 0;
+	pthread_cond_broadcast(&st->settled);
 	if (n)
 		n->s.writing--;
 	st->total.writing--;
 	blk_release(st, slot);
 }
 
+void blk_sealed(struct kv_store *st, uint32_t slot,
+		const struct kv_block_rec *rec)
+{
+	struct blk *b = &st->blk[slot];
+	struct store_ns *n = store_ns_get(st, b->ns);
+
+	b->checksum = rec->checksum;
+	b->seal_ns = rec->seal_ns;
+	b->state = BLK_SEALED;
+	b->closing = 0;
+	pthread_cond_broadcast(&st->settled);
+	n->s.writing--;
+	n->s.blocks++;
+	n->s.bytes += b->size;
+	n->s.seals++;
+	st->total.writing--;
+	st->total.blocks++;
+	st->total.bytes += b->size;
+	st->total.seals++;
+	if (b->path)
+		open_count(st, b->ns, b->path, 1);
+	blk_link_parent(st, slot);
+	lru_add(st, slot);
+	if (st->event_fn)
+		st->event_fn(st->event_arg, KV_STORE_SEALED, b->ns, b->hash);
+}
+
 static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 {
-	struct blk *b = wblk(st, wh);
+	struct blk *b = blk_writing(st, wh);
 	struct kv_block_rec rec;
-	struct store_ns *n;
 	int rc;
 
-	if (!b)
+	/* a staging block has no name to seal under: kv_store_publish */
+	if (!b || b->staged)
 		return -EINVAL;
 	/* checksum and record outside the lock: the slot is ours alone */
+	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
 	rec.checksum =
@@ -437,27 +505,10 @@ static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 	rc = kv_index_put_block(st->ix, b->ns, b->hash, &rec);
 
 	pthread_mutex_lock(&st->lock);
-	if (rc < 0) {
-		abort_locked(st, wh);
-		goto out_unlock;
-	}
-	b->checksum = rec.checksum;
-	b->seal_ns = rec.seal_ns;
-	b->state = BLK_SEALED;
-	n = store_ns_get(st, b->ns);
-	n->s.writing--;
-	n->s.blocks++;
-	n->s.bytes += b->size;
-	n->s.seals++;
-	st->total.writing--;
-	st->total.blocks++;
-	st->total.bytes += b->size;
-	st->total.seals++;
-	blk_link_parent(st, wh);
-	lru_add(st, wh);
-	if (st->event_fn)
-		st->event_fn(st->event_arg, KV_STORE_SEALED, b->ns, b->hash);
-out_unlock:
+	if (rc < 0)
+		blk_abort(st, wh);
+	else
+		blk_sealed(st, wh, &rec);
 	pthread_mutex_unlock(&st->lock);
 	return rc;
 }
@@ -472,12 +523,22 @@ int kv_store_seal_crc(struct kv_store *st, uint32_t wh, uint32_t crc)
 	return seal(st, wh, &crc);
 }
 
-int kv_store_abort(struct kv_store *st, uint32_t wh)
+int kv_store_closing(struct kv_store *st, uint32_t wh)
 {
-	if (!wblk(st, wh))
+	if (!blk_writing(st, wh))
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	abort_locked(st, wh);
+	st->blk[wh].closing = 1;
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+int kv_store_abort(struct kv_store *st, uint32_t wh)
+{
+	if (!blk_writing(st, wh))
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	blk_abort(st, wh);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }
@@ -495,7 +556,7 @@ int kv_store_get(struct kv_store *st, uint32_t ns,
 	if (!st || !hash || !ref)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	s = find_sealed(st, ns, hash);
+	s = find_visible(st, ns, hash);
 	store_count_lookup(st, store_ns_get(st, ns), s != NIL, s == NIL);
 	if (s != NIL) {
 		blk_ref(st, s);
@@ -536,7 +597,7 @@ int kv_store_stat(struct kv_store *st, uint32_t ns,
 	if (!st || !hash || !bi)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	s = find_sealed(st, ns, hash);
+	s = find_visible(st, ns, hash);
 	if (s != NIL)
 		fill_info(&st->blk[s], s, bi);
 	pthread_mutex_unlock(&st->lock);
@@ -551,7 +612,7 @@ int kv_store_lookup(struct kv_store *st, uint32_t ns,
 	if (!st || !hash)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	s = find_sealed(st, ns, hash);
+	s = find_visible(st, ns, hash);
 	store_count_lookup(st, store_ns_get(st, ns), s != NIL, s == NIL);
 	if (s != NIL)
 		blk_touch(st, s);
@@ -623,13 +684,13 @@ int kv_store_evict(struct kv_store *st, uint32_t ns,
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
 	lease_sweep_locked(st, kvfs_mono_ns());
-	s = find_sealed(st, ns, hash);
+	s = blk_find_sealed(st, ns, hash);
 	if (s == NIL) {
 		rc = -ENOENT;
 	} else if (st->blk[s].refs) {
 		rc = -EBUSY;
 	} else {
-		rc = blk_unpublish(st, s);
+		rc = blk_unpublish(st, s, true);
 		if (rc == 0) {
 			blk_release(st, s);
 			count_eviction(st, ns);
@@ -639,29 +700,33 @@ int kv_store_evict(struct kv_store *st, uint32_t ns,
 	return rc;
 }
 
+void blk_drop(struct kv_store *st, uint32_t slot)
+{
+	struct store_ns *n = store_ns_get(st, st->blk[slot].ns);
+
+	st->total.removed++;
+	if (n)
+		n->s.removed++;
+	if (st->blk[slot].refs)
+		st->blk[slot].state = BLK_DEAD;
+	else
+		blk_release(st, slot);
+}
+
 int kv_store_remove(struct kv_store *st, uint32_t ns,
 		    const uint8_t hash[KVFS_HASH_LEN])
 {
-	struct store_ns *n;
 	uint32_t s;
 	int rc = -ENOENT;
 
 	if (!st || !hash)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	s = find_sealed(st, ns, hash);
+	s = blk_find_sealed(st, ns, hash);
 	if (s != NIL) {
-		rc = blk_unpublish(st, s);
-		if (rc == 0) {
-			n = store_ns_get(st, ns);
-			st->total.removed++;
-			if (n)
-				n->s.removed++;
-			if (st->blk[s].refs)
-				st->blk[s].state = BLK_DEAD;
-			else
-				blk_release(st, s);
-		}
+		rc = blk_unpublish(st, s, true);
+		if (rc == 0)
+			blk_drop(st, s);
 	}
 	pthread_mutex_unlock(&st->lock);
 	return rc;

@@ -37,6 +37,7 @@
 #define NIL UINT32_MAX
 #define STORE_MAX_LEASES 65536
 #define STORE_DEFAULT_LEASE_MS 10000
+#define STORE_PUBLISH_WAIT_MS 1000
 
 enum blk_state {
 	BLK_FREE = 0,
@@ -58,7 +59,11 @@ struct blk {
 	uint8_t state;
 	uint8_t list;
 	uint8_t has_parent;
-	uint8_t pad;
+	uint8_t staged;	 /* WRITING with no name yet (kv_store_create_staging):
+			  * not in the hash table */
+	uint8_t closing; /* WRITING, and its writer has closed it: lookups
+			  * wait for the seal (kv_store_closing) */
+	uint8_t pad[3];
 	uint32_t refs;
 	uint32_t gen;
 	uint64_t last_use;  /* st->tick at its last use */
@@ -73,6 +78,7 @@ struct blk {
 	uint64_t size;
 	uint64_t seal_ns;
 	uint8_t parent[KVFS_HASH_LEN];
+	char *path; /* an open namespace's file: its path; else NULL */
 };
 
 /* one table entry: low 32 bits of the keyed hash (home and tag), slot */
@@ -92,7 +98,20 @@ struct store_ns {
 	uint32_t id;
 	uint32_t block_tokens;
 	uint64_t created_ns;
+	uint32_t layout;       /* enum kv_layout */
+	uint32_t nfiles, nsub; /* open: entries of its top directory */
 	struct kv_stats s;
+};
+
+/* a directory of an open namespace (store_open.c) */
+struct sdir {
+	struct sdir *next; /* hash chain */
+	uint32_t ns;
+	uint32_t idx; /* in st->dirs */
+	uint32_t nfiles, nsub;
+	uint64_t created_ns;
+	size_t len;
+	char path[]; /* NUL-terminated */
 };
 
 struct lease {
@@ -113,6 +132,8 @@ struct kv_store {
 				  * clients, so buckets must not be */
 
 	pthread_mutex_t lock;
+	pthread_cond_t settled; /* a WRITING block was sealed or aborted */
+	uint32_t publish_wait_ms;
 	struct blk *blk;
 	struct tab_ent *tab;
 	uint32_t tab_mask; /* capacity - 1, capacity >= 2 * nslots */
@@ -127,6 +148,11 @@ struct kv_store {
 	uint64_t nleases;
 	uint64_t next_lease;
 	uint64_t lease_min_ns; /* earliest expiry, UINT64_MAX when none */
+
+	struct sdir **dirs; /* dense, the walk order of kv_store_dir_next */
+	uint32_t ndirs, dirs_cap;
+	struct sdir **dir_tab; /* chained, by store_sip of ns and path */
+	uint32_t dir_tab_mask; /* 0: not allocated yet */
 
 	kv_store_event_fn event_fn; /* kv_store_set_event_hook, under lock */
 	void *event_arg;
@@ -149,6 +175,9 @@ uint32_t tab_find(struct kv_store *st, uint32_t ns,
 		  const uint8_t hash[KVFS_HASH_LEN]);
 void tab_insert(struct kv_store *st, uint32_t slot);
 void tab_remove(struct kv_store *st, uint32_t slot);
+/* keyed hash of (ns, bytes), for the directory table */
+uint32_t store_sip(const struct kv_store *st, uint32_t ns, const void *p,
+		   size_t len);
 
 /* store_block.c: all called with st->lock held */
 void lru_add(struct kv_store *st, uint32_t slot);
@@ -158,6 +187,34 @@ void blk_touch(struct kv_store *st, uint32_t slot);
 void blk_link_parent(struct kv_store *st, uint32_t slot);
 void store_count_lookup(struct kv_store *st, struct store_ns *n, uint64_t hits,
 			uint64_t misses);
+/* take a sealed block out of the name space (its record too, unless the
+ * caller already overwrote it), then free its slot or, while referenced,
+ * leave it DEAD; counted as removed */
+int blk_unpublish(struct kv_store *st, uint32_t slot, bool del_record);
+void blk_drop(struct kv_store *st, uint32_t slot);
+/* a WRITING block whose record is durable becomes SEALED and visible */
+void blk_sealed(struct kv_store *st, uint32_t slot,
+		const struct kv_block_rec *rec);
+void blk_abort(struct kv_store *st, uint32_t slot);
+uint32_t blk_find_sealed(struct kv_store *st, uint32_t ns,
+			 const uint8_t hash[KVFS_HASH_LEN]);
+/* slot s is a block whose writer has closed it: wait until it settles or
+ * *deadline (monotonic ns; 0: not set yet, set here) passes.  True when
+ * it waited (the lock was dropped: look again), false when it is not
+ * such a block or the time is up. */
+bool blk_wait_closing(struct kv_store *st, uint32_t s, uint64_t *deadline);
+struct blk *blk_writing(struct kv_store *st, uint32_t wh);
+int blk_slot_alloc(struct kv_store *st, uint32_t *slot);
+
+/* store_open.c, lock held */
+/* a file entered (+1) or left (-1) its directory's counts */
+void open_count(struct kv_store *st, uint32_t ns, const char *path, int delta);
+/* recovery: a directory record, and a file's path (directories made) */
+int open_recover_dir(struct kv_store *st, uint32_t ns, const char *path,
+		     size_t len, uint64_t created_ns);
+int open_recover_file(struct kv_store *st, uint32_t slot, const char *path,
+		      size_t len);
+void open_free(struct kv_store *st);
 
 /* store_match.c */
 void lease_sweep_locked(struct kv_store *st, uint64_t now);

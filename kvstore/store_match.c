@@ -125,6 +125,7 @@ long kv_store_match(struct kv_store *st, uint32_t ns,
 		    uint32_t lease_ms, uint64_t *lease)
 {
 	uint32_t stack_slots[64], *slots = stack_slots;
+	uint64_t deadline = 0;
 	long rc;
 	size_t k;
 
@@ -138,6 +139,7 @@ long kv_store_match(struct kv_store *st, uint32_t ns,
 			return -ENOMEM;
 	}
 	pthread_mutex_lock(&st->lock);
+again:
 	lease_sweep_locked(st, kvfs_mono_ns());
 	if (!store_ns_get(st, ns)) {
 		rc = -ENOENT;
@@ -146,6 +148,10 @@ long kv_store_match(struct kv_store *st, uint32_t ns,
 	for (k = 0; k < n; k++) {
 		uint32_t s = tab_find(st, ns, hashes[k]);
 
+		/* its writer closed it: the seal is on its way (the lock was
+		 * dropped meanwhile, so the walk starts over) */
+		if (blk_wait_closing(st, s, &deadline))
+			goto again;
 		if (s == NIL || st->blk[s].state != BLK_SEALED)
 			break;
 		if (lease)

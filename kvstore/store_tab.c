@@ -73,6 +73,34 @@ static uint32_t tab_hash(const struct kv_store *st, uint32_t ns,
 	return (uint32_t)(v[0] ^ v[1] ^ v[2] ^ v[3]);
 }
 
+uint32_t store_sip(const struct kv_store *st, uint32_t ns, const void *p,
+		   size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t v[4] = {
+		st->sip_k0 ^ 0x736f6d6570736575ull,
+		st->sip_k1 ^ 0x646f72616e646f6dull,
+		st->sip_k0 ^ 0x6c7967656e657261ull,
+		st->sip_k1 ^ 0x7465646279746573ull,
+	};
+	uint64_t m;
+	size_t i;
+
+	sip_word(v, ns);
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&m, b + i, 8);
+		sip_word(v, m);
+	}
+	m = (uint64_t)(len & 0xff) << 56;
+	for (size_t k = 0; i + k < len; k++)
+		m |= (uint64_t)b[i + k] << (8 * k);
+	sip_word(v, m);
+	v[2] ^= 0xff;
+	for (int r = 0; r < 3; r++)
+		sip_round(v);
+	return (uint32_t)(v[0] ^ v[1] ^ v[2] ^ v[3]);
+}
+
 void *tab_map(size_t len)
 {
 	void *p;

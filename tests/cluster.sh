@@ -105,7 +105,7 @@ node() {
 	[ "$i" != 3 ] || url=etcd://127.0.0.1:1,127.0.0.1:$ECLI/t$$
 	mkdir -p "$tmp/mnt$i"
 	timeout -s TERM 300 "$KVFSD" -f \
-		-o "state=$tmp/state$i,pool=/dev/shm/kvfs-test-$T-$$-$i.pool,slot_size=256K,slots=64" \
+		-o "state=$tmp/state$i,pool=/dev/shm/kvfs-test-$T-$$-$i.pool,slot_size=256K,slots=64,layout=${LAYOUT:-chain}" \
 		--cluster "$url" --node-id "$i" --listen "127.0.0.1:$port" \
 		--secret-file "$sec" --replicas "$rep" --timeout-ms 1000 \
 		$CONDUCTOR_OPT \

@@ -127,7 +127,7 @@ has "status: pool" "pool      64 slots of 4.0 KiB (256.0 KiB), 61 free" \
 	"$tmp/out"
 has "status: blocks" "blocks    3 (96 B)" "$tmp/out"
 has "status: daemon" "program=ctl_serve" "$tmp/out"
-if grep -q "^$NS  *4  *3  *96 B " "$tmp/out"; then
+if grep -q "^$NS  *4  *chain  *3  *96 B " "$tmp/out"; then
 	ok "status: namespace table"
 else bad "status: namespace table"; cat "$tmp/out" >&2; fi
 kv status --json >"$tmp/out"
@@ -160,12 +160,20 @@ expect_fail "-m on a directory without a daemon" 1 \
 kv ns list >"$tmp/out"
 has "ns list" "NAMESPACE  BLOCK_TOKENS" "$tmp/out"
 kv ns create -b 16 "a b" >"$tmp/out"
-has "ns create" "created namespace a b (block_tokens 16)" "$tmp/out"
+has "ns create" "created namespace a b (block_tokens 16, layout chain)" "$tmp/out"
 kv ns create "dflt" >"$tmp/out"
-has "ns create: default block_tokens" "(block_tokens 512)" "$tmp/out"
+has "ns create: default block_tokens" "(block_tokens 512, layout chain)" "$tmp/out"
+kv ns create -y open "eng" >"$tmp/out"
+has "ns create --layout open" "(block_tokens 512, layout open)" "$tmp/out"
+expect_fail "ns create: bad layout" 2 "neither chain nor open" \
+	kv ns create --layout=flat "x"
+kv ns list >"$tmp/out"
+if grep -Eq '^eng +512 +open ' "$tmp/out"; then ok "ns list: the layout column"
+else bad "ns list: no layout column in: $(cat "$tmp/out")"; fi
 kv ns list -j >"$tmp/out"
 json "ns list --json" 'n = {x["name"]: x for x in d["namespaces"]}
 assert n["a b"]["block_tokens"] == 16 and n["a b"]["name_pct"] == "a%20b"
+assert n["a b"]["layout"] == "chain" and n["eng"]["layout"] == "open"
 assert n["dflt"]["block_tokens"] == 512' "$tmp/out"
 expect_fail "ns create: exists" 1 'exists' kv ns create -b 16 "a b"
 kv ns rm "a b" >"$tmp/out"

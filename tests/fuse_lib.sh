@@ -5,7 +5,9 @@
 # The test sets T (its name) and calls fuse_begin first.  Then:
 #   kvfsd_start [OPTS]   start on $MNT (state $STATE, pool $POOL, plus OPTS;
 #                        $KVFSD_ARGS, split on blanks, before the mountpoint)
-#                        and wait for the mount; SKIP (77) when the first
+#                        and wait for the mount; namespaces made by mkdir
+#                        are chain ones unless $KVFSD_LAYOUT says open;
+#                        SKIP (77) when the first
 #                        start finds mounting impossible here
 #   kvfsd_stop [SIG]     SIGTERM (or SIG); returns the daemon's exit status
 #   kvfsd_kill9          SIGKILL, then fusermount3 -u
@@ -77,7 +79,8 @@ fuse_begin() {
 
 kvfsd_start() {
 	timeout -s TERM "${KVFSD_TIMEOUT:-120}" "$KVFSD" -f \
-		-o "state=$STATE,pool=$POOL${1:+,$1}" ${KVFSD_ARGS:-} "$MNT" \
+		-o "state=$STATE,pool=$POOL,layout=${KVFSD_LAYOUT:-chain}${1:+,$1}" \
+		${KVFSD_ARGS:-} "$MNT" \
 		>>"$tmp/kvfsd.log" 2>&1 &
 	PID=$!
 	wait_until 100 kvfsd_settled || true

@@ -478,6 +478,14 @@ int kvb_mount_ns(const char *cmd, const char *mount, const char *ns,
 		kvb_fail(cmd, rc, "cannot open namespace %s", path);
 		return rc;
 	}
+	/* names here are chain hashes: a mount whose mkdir makes open
+	 * namespaces (kvfsd -o layout=open) is told so while it is empty */
+	if (fsetxattr(fd, "user.kvfs.layout", "chain", 5, 0)) {
+		rc = -errno;
+		kvb_fail(cmd, rc, "%s: user.kvfs.layout", path);
+		close(fd);
+		return rc;
+	}
 	n = fgetxattr(fd, "user.kvfs.block_tokens", val, sizeof(val) - 1);
 	if (n <= 0) {
 		rc = n < 0 ? -errno : -EPROTO;

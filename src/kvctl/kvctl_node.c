@@ -47,6 +47,7 @@ struct nopts {
 	bool tokens;
 	uint32_t lease_ms;
 	uint32_t block_tokens;
+	const char *layout; /* ns create: "chain" or "open" */
 };
 
 struct node_help {
@@ -134,18 +135,21 @@ static const struct node_help helps[] = {
 	  "pushed to node id.  Exits 1 when any block could not be had.\n"
 	  "\n" OPT_J "  -N id | --node=id\n"
 	  "          the node to warm (default this one)\n" OPT_H },
-	{ "ns", "jbh",
+	{ "ns", "jbyh",
 	  USAGE
 	  "ns list [-j]\n"
 	  "       kvctl [-m mount | -s socket] ns create [-j] "
-	  "[-b block_tokens] name\n"
+	  "[-b block_tokens] [-y chain|open] name\n"
 	  "       kvctl [-m mount | -s socket] ns rm [-j] name\n"
 	  "\n"
 	  "List, create or remove namespaces.  A namespace is removed only\n"
 	  "when it holds no block.\n"
 	  "\n" OPT_J "  -b block_tokens | --block-tokens=block_tokens\n"
 	  "          tokens per block for ns create, 1..1048576 "
-	  "(default 512)\n" OPT_H },
+	  "(default 512)\n"
+	  "  -y chain|open | --layout=chain|open\n"
+	  "          the new namespace's layout (kvfs(7), Layouts; default\n"
+	  "          chain: names are kvfs chain hashes)\n" OPT_H },
 };
 
 static const struct node_help *find_help(const char *name)
@@ -165,6 +169,15 @@ static int opt_value(struct nopts *o, int c, const char *arg)
 				  &v))
 			return EXIT_USAGE;
 		o->lease_ms = (uint32_t)v;
+	} else if (c == 'y') {
+		if (strcmp(arg, "chain") && strcmp(arg, "open")) {
+			cli_usage_error(o->cmd,
+					"--layout: '%s' is neither chain nor "
+					"open",
+					arg);
+			return EXIT_USAGE;
+		}
+		o->layout = arg;
 	} else {
 		if (cli_parse_u64(o->cmd, "--block-tokens", arg, 1,
 				  KVFS_BLOCK_TOKENS_MAX, &v))
@@ -180,6 +193,7 @@ static const struct option all_longopts[] = {
 	{ "tokens", no_argument, NULL, 't' },
 	{ "lease", required_argument, NULL, 'L' },
 	{ "block-tokens", required_argument, NULL, 'b' },
+	{ "layout", required_argument, NULL, 'y' },
 	{ "node", required_argument, NULL, 'N' },
 	{ "mount", required_argument, NULL, 'm' },
 	{ "socket", required_argument, NULL, 's' },
@@ -253,6 +267,7 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 			break;
 		case 'L':
 		case 'b':
+		case 'y':
 			rc = opt_value(o, c, optarg);
 			if (rc >= 0)
 				return rc;
@@ -830,14 +845,16 @@ static int ns_create(int argc, char **argv)
 	char more[32], *req, *name;
 	int rc;
 
-	rc = node_getopt(argc, argv, "ns", "jbh", &o);
+	rc = node_getopt(argc, argv, "ns", "jbyh", &o);
 	if (rc < 0)
 		rc = want_operands(&o, argc - optind, 1, 1);
 	if (rc < 0)
 		rc = check_ns(&o, argv[optind]);
 	if (rc >= 0)
 		return rc;
-	snprintf(more, sizeof(more), " %u", o.block_tokens);
+	if (!o.layout)
+		o.layout = "chain";
+	snprintf(more, sizeof(more), " %u %s", o.block_tokens, o.layout);
 	req = req_ns("ns create", argv[optind], more);
 	if (!req)
 		return 1;
@@ -845,8 +862,8 @@ static int ns_create(int argc, char **argv)
 	free(req);
 	if (!rc && !o.json) {
 		name = kvctl_printable(argv[optind]);
-		printf("created namespace %s (block_tokens %u)\n",
-		       name ? name : "?", o.block_tokens);
+		printf("created namespace %s (block_tokens %u, layout %s)\n",
+		       name ? name : "?", o.block_tokens, o.layout);
 		free(name);
 	}
 	kvfs_json_free(j);

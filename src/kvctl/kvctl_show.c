@@ -177,26 +177,30 @@ static char *fmt_size(uint64_t v)
 /* the namespace table of status and ns list */
 int kvctl_show_namespaces(const struct kvfs_json *l)
 {
-	struct table t = { .align = "lrrrrrrr", .ncol = 8 };
-	char *head[8] = {
-		strdup("NAMESPACE"), strdup("BLOCK_TOKENS"), strdup("BLOCKS"),
-		strdup("BYTES"),     strdup("HITS"),	     strdup("MISSES"),
-		strdup("HIT_RATE"),  strdup("EVICTIONS"),
+	struct table t = { .align = "lrlrrrrrr", .ncol = 9 };
+	char *head[9] = {
+		strdup("NAMESPACE"), strdup("BLOCK_TOKENS"),
+		strdup("LAYOUT"),    strdup("BLOCKS"),
+		strdup("BYTES"),     strdup("HITS"),
+		strdup("MISSES"),    strdup("HIT_RATE"),
+		strdup("EVICTIONS"),
 	};
 
 	if (!l || !l->n) {
 		puts("no namespaces");
-		for (int i = 0; i < 8; i++)
+		for (int i = 0; i < 9; i++)
 			free(head[i]);
 		return 0;
 	}
 	table_add(&t, head);
 	for (size_t i = 0; i < l->n; i++) {
 		const struct kvfs_json *e = &l->kid[i];
-		char *row[8] = {
+		const char *layout = kvctl_jstr(e, "layout");
+		char *row[9] = {
 			kvctl_printable(kvctl_jstr(e, "name")),
 			fmt("%llu",
 			    (unsigned long long)kvctl_jnum(e, "block_tokens")),
+			fmt("%s", layout ? layout : "chain"),
 			fmt("%llu",
 			    (unsigned long long)kvctl_jnum(e, "blocks")),
 			fmt_size(kvctl_jnum(e, "bytes")),

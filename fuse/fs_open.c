@@ -1,0 +1,674 @@
+/*
+ * fs_open.c - open namespaces (kvfs(7), "Layouts"): any names, any depth
+ * of subdirectories, staging files, publication by close or rename.
+ *
+ * A file is a store block keyed by kvfs_path_key(path) (store.h, "open
+ * namespaces"), where path is relative to the namespace directory; its
+ * inode is keyed the same way, and a directory's inode by the key of its
+ * own path (INODE_DIR).  Every inode of an open namespace remembers its
+ * path, so a request naming (parent ino, name) becomes a path at once.
+ *
+ *   create   a staging slot with no name in the store: invisible to
+ *            readdir, and its inode answers lookups of the name only so
+ *            that the writer's own rename, unlink and stat work
+ *   write    as in a chain namespace (fs_block.c)
+ *   release  the last descriptor: published under the path it has then
+ *            (a rename before that moved it), replacing what was there
+ *   open     for writing (O_TRUNC or not) of a published file: a new
+ *            staging version of the same path, written through the page
+ *            cache-less direct_io path so that readers of the old version,
+ *            who share the inode, never see its bytes
+ *   rename   of a staging file: moves its path (waiting for a closed one
+ *            to be published first); of a published file: kv_store_rename
+ *   unlink   removes the published file, and makes staging files of the
+ *            name never to be published
+ *
+ * Inode keys follow the store: the inode a key maps to always stands for
+ * the bytes the store has under that key, so keep_cache stays safe.  A
+ * replaced or moved-away file's inode is unhashed before the store moves,
+ * and an open of an unhashed inode whose name now holds other bytes is
+ * ESTALE, which makes the kernel look the name up again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/common/clock.h"
+#include "src/common/log.h"
+#include "fuse/fs_int.h"
+#include "fuse/kvfsd_cluster.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+struct opath {
+	char p[KV_STORE_PATH_MAX + 1];
+	size_t len;
+	uint8_t key[KVFS_HASH_LEN];
+};
+
+int fs_layout_of(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t *ns)
+{
+	struct inode_info in;
+
+	if (ino < INODE_FIRST)
+		return -ENOTDIR;
+	if (inode_get(fs->it, ino, &in) < 0)
+		return -ENOENT;
+	if (in.kind == INODE_BLOCK)
+		return -ENOTDIR;
+	*ns = in.ns;
+	if (in.kind == INODE_DIR)
+		return KV_LAYOUT_OPEN;
+	return kv_store_ns_layout(fs->st, in.ns);
+}
+
+/* the path of name in directory parent, and its key */
+static int child_path(struct kvfs_fs *fs, fuse_ino_t parent, const char *name,
+		      struct opath *o)
+{
+	size_t nl = strlen(name);
+	long pl = inode_path(fs->it, parent, o->p, sizeof(o->p));
+
+	if (pl < 0)
+		return pl == -ERANGE ? -ENAMETOOLONG : (int)pl;
+	if (nl == 0 || nl > 255 || (size_t)pl + 1 + nl > KV_STORE_PATH_MAX)
+		return -ENAMETOOLONG;
+	if (pl)
+		o->p[pl++] = '/';
+	memcpy(o->p + pl, name, nl + 1);
+	o->len = (size_t)pl + nl;
+	return kvfs_path_key(o->p, o->len, o->key);
+}
+
+bool fs_open_dentry(struct kvfs_fs *fs, uint32_t ns, const char *path,
+		    fuse_ino_t *parent, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	uint8_t key[KVFS_HASH_LEN];
+
+	if (!slash) {
+		*parent = inode_find(fs->it, INODE_NS, ns, NULL);
+		*name = path;
+	} else {
+		if (kvfs_path_key(path, (size_t)(slash - path), key) < 0)
+			return false;
+		*parent = inode_find(fs->it, INODE_DIR, ns, key);
+		*name = slash + 1;
+	}
+	return *parent != 0;
+}
+
+static void notify_path(struct kvfs_fs *fs, uint32_t ns, const char *path)
+{
+	const char *name;
+	fuse_ino_t parent;
+
+	if (fs_open_dentry(fs, ns, path, &parent, &name))
+		fs_notify_entry(fs, parent, name);
+}
+
+/* ---- lookup -------------------------------------------------------- */
+
+static void reply_dir(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
+		      const struct opath *o)
+{
+	struct stat st;
+	uint64_t ino;
+	int rc = inode_lookup(fs->it, INODE_DIR, ns, o->key, &ino);
+
+	if (rc == 0)
+		rc = inode_set_path(fs->it, ino, o->p);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* nlink 1: "unknown", so find(1) does not count on it */
+	fs_stat_dir(fs, ino, 1, 0755, &st);
+	fs_reply_entry(req, fs, &st, TMO_DIR, TMO_DIR);
+}
+
+void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		    const char *name)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct kv_block_info bi;
+	struct inode_info in;
+	struct opath o;
+	struct stat st;
+	uint64_t ino;
+	int rc = child_path(fs, parent, name, &o);
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (kv_store_dir_exists(fs->st, ns, o.p)) {
+		reply_dir(req, fs, ns, &o);
+		return;
+	}
+	ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
+	if (ino && fs_wait_closing(fs, ino))
+		ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
+	if (ino && inode_get(fs->it, ino, &in) == 0 && in.writing) {
+		/* a staging file: its writer's own rename and unlink need it */
+		rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		fs_stat_block(fs, ino, in.size, 0, true, &st);
+		fs_open_mode(&st);
+		fs_reply_entry(req, fs, &st, TMO_WRITING, TMO_WRITING);
+		return;
+	}
+	rc = kv_store_stat(fs->st, ns, o.key, &bi);
+	if (rc == -ENOENT && fs->cl && fs_remote_read(fs, ns, o.key) == 0) {
+		/* a copy came by key: it learns its name here */
+		kv_store_set_path(fs->st, ns, o.p);
+		rc = kv_store_stat(fs->st, ns, o.key, &bi);
+	}
+	if (rc == -ENOENT) {
+		kv_store_lookup(fs->st, ns, o.key); /* counts the miss */
+		fs_reply_negative(req, TMO_NEGATIVE);
+		return;
+	}
+	if (rc == 0)
+		rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
+	if (rc == 0)
+		rc = inode_set_path(fs->it, ino, o.p);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	inode_set_attr(fs->it, ino, bi.size, bi.seal_ns);
+	fs_stat_block(fs, ino, bi.size, bi.seal_ns, false, &st);
+	fs_open_mode(&st);
+	fs_reply_entry(req, fs, &st, TMO_SEALED, TMO_SEALED);
+}
+
+/* ---- staging files ------------------------------------------------- */
+
+static struct kvfs_file *new_stager(struct kvfs_fs *fs, uint32_t ns,
+				    const struct opath *o, int *rc)
+{
+	struct kvfs_file *f = calloc(1, sizeof(*f));
+
+	*rc = -ENOMEM;
+	if (!f)
+		return NULL;
+	f->path = strdup(o->p);
+	if (!f->path || pthread_mutex_init(&f->lock, NULL)) {
+		free(f->path);
+		free(f);
+		return NULL;
+	}
+	f->kind = FILE_WRITE;
+	f->open = true;
+	f->ns = ns;
+	memcpy(f->hash, o->key, KVFS_HASH_LEN);
+	*rc = kv_store_create_staging(fs->st, ns, &f->wh);
+	if (*rc < 0) {
+		pthread_mutex_destroy(&f->lock);
+		free(f->path);
+		free(f);
+		return NULL;
+	}
+	return f;
+}
+
+static void stage_add(struct kvfs_fs *fs, struct kvfs_file *f)
+{
+	pthread_mutex_lock(&fs->stage_lock);
+	f->stage_next = fs->staging;
+	fs->staging = f;
+	pthread_mutex_unlock(&fs->stage_lock);
+}
+
+void fs_open_forget_writer(struct kvfs_fs *fs, struct kvfs_file *f)
+{
+	struct kvfs_file **p;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (p = &fs->staging; *p; p = &(*p)->stage_next)
+		if (*p == f) {
+			*p = f->stage_next;
+			break;
+		}
+	pthread_mutex_unlock(&fs->stage_lock);
+}
+
+/* the newest staging file of path still to be published; stage_lock */
+static struct kvfs_file *stage_find(struct kvfs_fs *fs, uint32_t ns,
+				    const char *path)
+{
+	for (struct kvfs_file *f = fs->staging; f; f = f->stage_next)
+		if (f->ns == ns && !f->unlinked && strcmp(f->path, path) == 0)
+			return f;
+	return NULL;
+}
+
+void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		    const char *name, struct fuse_file_info *fi)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	struct kv_block_info bi;
+	struct kvfs_file *f = NULL;
+	struct inode_info in;
+	struct opath o;
+	uint64_t ino = 0;
+	int rc = child_path(fs, parent, name, &o);
+
+	if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
+		rc = -EINVAL;
+	if (rc == 0 && kv_store_dir_exists(fs->st, ns, o.p))
+		rc = -EISDIR;
+	if (rc == 0 && (fi->flags & O_EXCL)) {
+		ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
+		if (kv_store_stat(fs->st, ns, o.key, &bi) == 0 ||
+		    (ino && inode_get(fs->it, ino, &in) == 0 && in.writing))
+			rc = -EEXIST;
+	}
+	if (rc == 0)
+		f = new_stager(fs, ns, &o, &rc);
+	if (rc == 0) {
+		/* the name's key goes to the staging inode unless a file
+		 * holds it; the store decides which is published last */
+		if (inode_find(fs->it, INODE_BLOCK, ns, o.key))
+			rc = inode_lookup_private(fs->it, INODE_BLOCK, ns,
+						  o.key, &ino);
+		else
+			rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
+		if (rc < 0) {
+			kv_store_abort(fs->st, f->wh);
+			pthread_mutex_destroy(&f->lock);
+			free(f->path);
+			free(f);
+		}
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	f->ino = ino;
+	inode_set_path(fs->it, ino, o.p);
+	inode_set_writing(fs->it, ino, true);
+	inode_set_attr(fs->it, ino, 0, 0);
+	inode_open(fs->it, ino, 1);
+	stage_add(fs, f);
+	memset(&e, 0, sizeof(e));
+	e.ino = ino;
+	fs_stat_block(fs, ino, 0, 0, true, &e.attr);
+	fs_open_mode(&e.attr);
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = 0;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		/* interrupted: the kernel has neither the entry nor the file */
+		f->err = -EINTR;
+		fs_release_block(fs, f);
+		inode_unlookup(fs->it, ino);
+	}
+}
+
+/* a new version of a published (or staging) file, opened for writing */
+int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
+		   const struct inode_info *in, struct fuse_file_info *fi,
+		   struct kvfs_file **out)
+{
+	struct kvfs_file *f;
+	struct kv_ref ref;
+	struct opath o;
+	long pl = inode_path(fs->it, ino, o.p, sizeof(o.p));
+	int rc;
+
+	if (pl <= 0)
+		return pl < 0 ? (int)pl : -ENOENT;
+	o.len = (size_t)pl;
+	memcpy(o.key, in->hash, KVFS_HASH_LEN);
+	f = new_stager(fs, in->ns, &o, &rc);
+	if (!f)
+		return rc;
+	f->ino = ino;
+	/* without O_TRUNC it starts as a copy of what the name holds */
+	if (!(fi->flags & O_TRUNC) &&
+	    kv_store_get(fs->st, in->ns, in->hash, &ref) == 0) {
+		pthread_mutex_lock(&f->lock);
+		rc = fs_resize_locked(fs, f, ref.size, false);
+		if (rc == 0)
+			memcpy(kv_store_wptr(fs->st, f->wh), ref.data,
+			       ref.size);
+		pthread_mutex_unlock(&f->lock);
+		kv_store_put(fs->st, &ref);
+		if (rc < 0) {
+			kv_store_abort(fs->st, f->wh);
+			pthread_mutex_destroy(&f->lock);
+			free(f->path);
+			free(f);
+			return rc;
+		}
+	}
+	inode_open(fs->it, ino, 1);
+	stage_add(fs, f);
+	/* the inode is the old version's: keep our bytes out of its cache */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	*out = f;
+	return 0;
+}
+
+void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
+			  struct kvfs_file *f, size_t size, off_t off)
+{
+	const uint8_t *p;
+	size_t n = 0;
+
+	pthread_mutex_lock(&f->lock);
+	p = f->done ? NULL : kv_store_wptr(fs->st, f->wh);
+	if (p && off >= 0 && (uint64_t)off < f->size) {
+		n = f->size - (uint64_t)off;
+		if (n > size)
+			n = size;
+	}
+	/* under the lock: the writer's next write must not race the copy */
+	fuse_reply_buf(req, n ? (const char *)p + off : NULL, n);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* f->lock held: the last descriptor is gone */
+int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
+{
+	uint8_t key[KVFS_HASH_LEN];
+	struct kv_block_info bi;
+	struct inode_info in;
+	char *path = NULL;
+	bool unlinked, stager;
+	int rc;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	unlinked = f->unlinked;
+	if (!unlinked)
+		path = strdup(f->path);
+	pthread_mutex_unlock(&fs->stage_lock);
+	/* the inode was made for this file (create), not an older version's
+	 * (reopen): it becomes the published file's */
+	stager = inode_get(fs->it, f->ino, &in) == 0 && in.writing;
+	if (unlinked || !path) {
+		rc = unlinked ? 0 : -ENOMEM;
+		goto out_abort;
+	}
+	rc = kvfs_path_key(path, strlen(path), key);
+	if (rc < 0)
+		goto out_abort;
+	/* inodes first: from here an open of the old version's inode is
+	 * ESTALE, and a lookup of the name waits for us */
+	if (stager) {
+		inode_set_attr(fs->it, f->ino, f->size, 0);
+		inode_rekey(fs->it, f->ino, key);
+	} else {
+		inode_unhash(fs->it, f->ino);
+	}
+	rc = kv_store_publish(fs->st, f->wh, path, false);
+	if (rc < 0) {
+		kvfs_warn("publishing %s failed: %s", path, strerror(-rc));
+		if (stager)
+			inode_unhash(fs->it, f->ino);
+		if (rc != -EIO) /* -EIO: the store aborted it already */
+			kv_store_abort(fs->st, f->wh);
+		f->err = rc;
+		f->done = true;
+		if (stager)
+			inode_set_writing(fs->it, f->ino, false);
+		free(path);
+		return rc;
+	}
+	f->done = true;
+	if (stager) {
+		if (kv_store_stat(fs->st, f->ns, key, &bi) < 0)
+			bi.seal_ns = kvfs_wall_ns();
+		inode_set_attr(fs->it, f->ino, f->size, bi.seal_ns);
+		inode_set_writing(fs->it, f->ino, false);
+	}
+	/* other openers' dentries: a miss, or the old version */
+	notify_path(fs, f->ns, path);
+	if (fs->cl) {
+		char name[KVFS_NS_MAX + 1];
+
+		if (fs_ns_info(fs, f->ns, name, NULL) == 0)
+			kvfsd_cluster_sealed(fs->cl, name, key);
+	}
+	free(path);
+	return 0;
+
+out_abort:
+	free(path);
+	fs_abort_locked(fs, f);
+	return rc;
+}
+
+/* ---- names --------------------------------------------------------- */
+
+void fs_open_unlink(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		    const char *name)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct kvfs_file *f;
+	struct opath o;
+	bool staged = false;
+	uint64_t ino;
+	int rc = child_path(fs, parent, name, &o);
+
+	if (rc == 0 && kv_store_dir_exists(fs->st, ns, o.p))
+		rc = -EISDIR;
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* staging files of the name are never published */
+	pthread_mutex_lock(&fs->stage_lock);
+	while ((f = stage_find(fs, ns, o.p))) {
+		f->unlinked = true;
+		staged = true;
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
+	if (ino)
+		inode_unhash(fs->it, ino);
+	rc = kv_store_remove(fs->st, ns, o.key);
+	if (rc == -ENOENT && staged)
+		rc = 0;
+	fuse_reply_err(req, -rc);
+}
+
+void fs_open_mkdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		   const char *name)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct inode_info in;
+	struct opath o;
+	uint64_t ino;
+	int rc = child_path(fs, parent, name, &o);
+
+	if (rc == 0) {
+		/* a staging file holds the name too */
+		ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
+		if (ino && inode_get(fs->it, ino, &in) == 0 && in.writing)
+			rc = -EEXIST;
+	}
+	if (rc == 0)
+		rc = kv_store_dir_create(fs->st, ns, o.p);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	reply_dir(req, fs, ns, &o);
+}
+
+void fs_open_rmdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
+		   const char *name)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct opath o;
+	uint64_t ino;
+	int rc = child_path(fs, parent, name, &o);
+
+	if (rc == 0)
+		rc = kv_store_dir_remove(fs->st, ns, o.p);
+	if (rc == -ENOENT &&
+	    kv_store_stat(fs->st, ns, o.key, &(struct kv_block_info){ 0 }) == 0)
+		rc = -ENOTDIR;
+	if (rc == 0) {
+		ino = inode_find(fs->it, INODE_DIR, ns, o.key);
+		if (ino)
+			inode_unhash(fs->it, ino);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+/* rename of a staging file: 1 done, 0 none to move, < 0 an error */
+static int rename_staging(struct kvfs_fs *fs, uint32_t ns,
+			  const struct opath *from, const struct opath *to,
+			  bool noreplace)
+{
+	struct kv_block_info bi;
+	struct kvfs_file *f;
+	struct inode_info in;
+	uint64_t ino = 0;
+	char *p;
+	int rc = 1;
+
+	for (int tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&fs->stage_lock);
+		f = stage_find(fs, ns, from->p);
+		ino = f ? f->ino : 0;
+		pthread_mutex_unlock(&fs->stage_lock);
+		/* closed by its writer: let it be published first, then it
+		 * is an ordinary rename (os.replace right after close) */
+		if (!ino || !fs_wait_closing(fs, ino))
+			break;
+	}
+	if (!ino)
+		return 0;
+	if (noreplace && kv_store_stat(fs->st, ns, to->key, &bi) == 0)
+		return -EEXIST;
+	p = strdup(to->p);
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_lock(&fs->stage_lock);
+	f = stage_find(fs, ns, from->p);
+	if (f && f->ino == ino) {
+		free(f->path);
+		f->path = p;
+		p = NULL;
+	} else {
+		rc = 0; /* published meanwhile: the caller renames that */
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	free(p);
+	if (rc == 1 && inode_get(fs->it, ino, &in) == 0 && in.writing) {
+		inode_rekey(fs->it, ino, to->key);
+		inode_set_path(fs->it, ino, to->p);
+	}
+	return rc;
+}
+
+void fs_open_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname,
+		    unsigned int flags)
+{
+	struct kvfs_fs *fs = fs_of(req);
+	struct opath from, to;
+	uint32_t ns, ns2;
+	uint64_t ino;
+	int rc, l1 = fs_layout_of(fs, parent, &ns);
+	int l2 = fs_layout_of(fs, newparent, &ns2);
+
+	if (l1 < 0 || l2 < 0)
+		rc = l1 < 0 ? l1 : l2;
+	else if (l1 != KV_LAYOUT_OPEN || l2 != KV_LAYOUT_OPEN)
+		rc = -EPERM; /* a chain name is its content's address */
+	else if (ns != ns2)
+		rc = -EXDEV;
+	else if (flags & ~(unsigned)RENAME_NOREPLACE)
+		rc = -EINVAL; /* RENAME_EXCHANGE, RENAME_WHITEOUT */
+	else
+		rc = child_path(fs, parent, name, &from);
+	if (rc == 0)
+		rc = child_path(fs, newparent, newname, &to);
+	/* directories stay where they are made: mv(1) copies on EXDEV */
+	if (rc == 0 && kv_store_dir_exists(fs->st, ns, from.p))
+		rc = -EXDEV;
+	if (rc == 0 && kv_store_dir_exists(fs->st, ns, to.p))
+		rc = -EISDIR;
+	if (rc == 0)
+		rc = rename_staging(fs, ns, &from, &to,
+				    flags & RENAME_NOREPLACE);
+	if (rc == 0) {
+		/* the moved file's inode takes the new key; the replaced
+		 * file's inode loses it (before the store moves: see top) */
+		ino = inode_find(fs->it, INODE_BLOCK, ns, from.key);
+		rc = kv_store_rename(fs->st, ns, from.p, to.p,
+				     flags & RENAME_NOREPLACE);
+		if (rc == 0 && ino) {
+			inode_rekey(fs->it, ino, to.key);
+			inode_set_path(fs->it, ino, to.p);
+		} else if (rc == 0) {
+			ino = inode_find(fs->it, INODE_BLOCK, ns, to.key);
+			if (ino)
+				inode_unhash(fs->it, ino);
+		}
+	}
+	fuse_reply_err(req, rc > 0 ? 0 : -rc);
+}
+
+/* ---- readdir ------------------------------------------------------- */
+
+int fs_open_readdir(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
+		    fuse_req_t req, char *buf, size_t size, off_t off,
+		    size_t *len)
+{
+	char dir[KV_STORE_PATH_MAX + 1], name[256];
+	uint64_t cursor = off > 2 ? (uint64_t)off - 2 : 0;
+	struct stat st;
+	bool is_dir;
+	long dl = inode_path(fs->it, ino, dir, sizeof(dir));
+	int rc;
+
+	if (dl < 0)
+		return (int)dl;
+	*len = 0;
+	memset(&st, 0, sizeof(st));
+	for (int i = (int)off; i < 2; i++) {
+		size_t need;
+
+		st.st_ino = i == 0 ? ino : FS_UNKNOWN_INO;
+		st.st_mode = S_IFDIR;
+		need = fuse_add_direntry(req, buf + *len, size - *len,
+					 i == 0 ? "." : "..", &st, i + 1);
+		if (need > size - *len)
+			return 0;
+		*len += need;
+	}
+	for (;;) {
+		size_t need;
+
+		rc = kv_store_dir_next(fs->st, ns, dir, &cursor, name,
+				       sizeof(name), &is_dir);
+		if (rc <= 0)
+			return rc;
+		st.st_ino = FS_UNKNOWN_INO;
+		st.st_mode = is_dir ? S_IFDIR : S_IFREG;
+		/* the cursor is past this entry: one that does not fit is
+		 * listed again from the previous entry's offset */
+		need = fuse_add_direntry(req, buf + *len, size - *len, name,
+					 &st, (off_t)(cursor + 2));
+		if (need > size - *len)
+			return 0;
+		*len += need;
+	}
+}

@@ -529,8 +529,22 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		return -EISDIR;
 	open = kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN;
 	if (open &&
-	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
-		return fs_open_reopen(fs, ino, &in, fi, out);
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
+		/* a new version needs an inode of its own: the kernel keeps
+		 * one size per inode, and O_TRUNC or the writer's writes
+		 * would cut short the reads of whoever has this one open.
+		 * ESTALE makes the kernel look the name up again, and the
+		 * lookup hands out a fresh inode. */
+		if (in.nopen) {
+			inode_unhash(fs->it, ino);
+			return -ESTALE;
+		}
+		rc = fs_open_reopen(fs, ino, &in, fi, out);
+		/* readers until the publication: another inode, old bytes */
+		if (rc == 0)
+			inode_unhash(fs->it, ino);
+		return rc;
+	}
 	/* a reader right after the writer's close: wait for the seal */
 	if (in.writing && fs_wait_closing(fs, ino)) {
 		rc = inode_get(fs->it, ino, &in);

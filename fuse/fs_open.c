@@ -15,9 +15,10 @@
  *   release  the last descriptor: published under the path it has then
  *            (a rename before that moved it), replacing what was there
  *   open     for writing (O_TRUNC or not) of a published file: a new
- *            staging version of the same path, written through the page
- *            cache-less direct_io path so that readers of the old version,
- *            who share the inode, never see its bytes
+ *            staging version of the same path, on an inode nobody else
+ *            has open (fs_open_block: ESTALE makes the kernel look the
+ *            name up again when someone does), which leaves the name's
+ *            key; written through direct_io, out of the page cache
  *   rename   of a staging file: moves its path (waiting for a closed one
  *            to be published first); of a published file: kv_store_rename
  *   unlink   removes the published file, and makes staging files of the

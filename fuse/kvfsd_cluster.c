@@ -370,12 +370,13 @@ int kvfsd_cluster_sync(struct kvfsd_cluster *c, const char *ns,
 
 int kvfsd_cluster_ns_import(struct kvfsd_cluster *c, const char *ns)
 {
+	unsigned layout;
 	uint32_t bt, id;
-	int rc = kv_cluster_ns_find(c->cl, ns, &bt);
+	int rc = kv_cluster_ns_find(c->cl, ns, &bt, &layout);
 
 	if (rc < 0)
 		return rc;
-	rc = kv_store_ns_create(c->st, ns, bt, &id);
+	rc = kv_store_ns_create_layout(c->st, ns, bt, layout, &id);
 	return rc == -EEXIST ? 0 : rc;
 }
 
@@ -441,7 +442,10 @@ static void publish_namespaces(struct kvfsd_cluster *c)
 	}
 	c->ns_publish_due = now + 30 * 1000000000ull;
 	for (size_t i = 0; i < v.n; i++) {
-		int rc = kv_cluster_ns_publish(c->cl, v.name[i], v.bt[i]);
+		int layout = kv_store_ns_layout(c->st, v.id[i]);
+		int rc = kv_cluster_ns_publish(c->cl, v.name[i], v.bt[i],
+					       layout > 0 ? (unsigned)layout
+							  : 0);
 
 		if (rc == -EEXIST)
 			kvfs_warn("namespace %s: the cluster knows it with "

@@ -779,49 +779,56 @@ const char *kv_cluster_self(const struct kv_cluster *c)
 
 /* ---- namespaces ------------------------------------------------------- */
 
-static int block_tokens_parse(const char *s, uint32_t *out)
+/* "BLOCK_TOKENS" (a chain namespace) or "BLOCK_TOKENS open" */
+static int ns_value_parse(const char *s, uint32_t *out, unsigned *layout)
 {
 	unsigned long v = 0;
 	const char *p;
 
 	for (p = s; *p >= '0' && *p <= '9' && v <= KVFS_BLOCK_TOKENS_MAX; p++)
 		v = v * 10 + (unsigned long)(*p - '0');
-	if (p == s || *p || v == 0 || v > KVFS_BLOCK_TOKENS_MAX)
+	if (p == s || v == 0 || v > KVFS_BLOCK_TOKENS_MAX)
+		return -EPROTO;
+	if (*p && strcmp(p, " open") != 0)
 		return -EPROTO;
 	*out = (uint32_t)v;
+	*layout = *p ? 1 : 0;
 	return 0;
 }
 
 int kv_cluster_ns_publish(struct kv_cluster *c, const char *ns,
-			  uint32_t block_tokens)
+			  uint32_t block_tokens, unsigned layout)
 {
-	char key[KEY_MAX], val[16], *old = NULL;
+	char key[KEY_MAX], val[24], *old = NULL;
 	size_t oldlen = 0;
+	unsigned have_layout;
 	uint32_t have;
 	int rc;
 
 	if (!c || kvfs_ns_valid(ns) < 0 || block_tokens == 0 ||
-	    block_tokens > KVFS_BLOCK_TOKENS_MAX)
+	    block_tokens > KVFS_BLOCK_TOKENS_MAX || layout > 1)
 		return -EINVAL;
 	snprintf(key, sizeof(key), "/kvfs/%s/ns/%s", c->name, ns);
-	snprintf(val, sizeof(val), "%" PRIu32, block_tokens);
+	snprintf(val, sizeof(val), "%" PRIu32 "%s", block_tokens,
+		 layout ? " open" : "");
 	pthread_mutex_lock(&c->api_lock);
 	rc = etcd_create(&c->api, key, val, strlen(val), 0, &old, &oldlen);
 	if (rc < 0 && rc != -EEXIST)
 		kvfs_warn("cluster %s: publishing namespace %s: %s", c->name,
 			  ns, c->api.err);
 	pthread_mutex_unlock(&c->api_lock);
-	if (rc == -EEXIST && block_tokens_parse(old, &have) == 0 &&
-	    have == block_tokens)
+	if (rc == -EEXIST && ns_value_parse(old, &have, &have_layout) == 0 &&
+	    have == block_tokens && have_layout == layout)
 		rc = 0;
 	free(old);
 	return rc;
 }
 
 int kv_cluster_ns_find(struct kv_cluster *c, const char *ns,
-		       uint32_t *block_tokens)
+		       uint32_t *block_tokens, unsigned *layout)
 {
 	char key[KEY_MAX], *val = NULL;
+	unsigned lay;
 	size_t len;
 	int rc;
 
@@ -835,7 +842,7 @@ int kv_cluster_ns_find(struct kv_cluster *c, const char *ns,
 			  ns, c->api.err);
 	pthread_mutex_unlock(&c->api_lock);
 	if (rc == 0) {
-		rc = block_tokens_parse(val, block_tokens);
+		rc = ns_value_parse(val, block_tokens, layout ? layout : &lay);
 		if (rc < 0)
 			kvfs_warn("cluster %s: namespace %s: bad block_tokens "
 				  "'%.16s' in etcd",

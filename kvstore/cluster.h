@@ -82,14 +82,15 @@ const char *kv_cluster_self(const struct kv_cluster *c);
 
 /*
  * The cluster's namespaces: /kvfs/<name>/ns/<namespace> -> block_tokens
- * (decimal), no lease: a namespace outlives the node that made it.
- * publish is idempotent (an existing key keeps its value: -EEXIST when it
- * differs); find is -ENOENT for an unknown namespace.
+ * (decimal), followed by " open" for an open namespace (layout 1; store.h),
+ * no lease: a namespace outlives the node that made it.  publish is
+ * idempotent (an existing key keeps its value: -EEXIST when it differs);
+ * find is -ENOENT for an unknown namespace (layout may be NULL).
  */
 int kv_cluster_ns_publish(struct kv_cluster *c, const char *ns,
-			  uint32_t block_tokens);
+			  uint32_t block_tokens, unsigned layout);
 int kv_cluster_ns_find(struct kv_cluster *c, const char *ns,
-		       uint32_t *block_tokens);
+		       uint32_t *block_tokens, unsigned *layout);
 
 /* HRW weight of node id for (ns, hash) */
 uint64_t kv_hrw_weight(const char *id, const char *ns,

@@ -131,12 +131,12 @@ int main(int argc, char **argv)
 			print_nodes("nodes", cl);
 		} else if (sscanf(line, "publish %299s %u", ns, &bt) == 2) {
 			say("publish",
-			    errname(kv_cluster_ns_publish(cl, ns, bt)));
+			    errname(kv_cluster_ns_publish(cl, ns, bt, 0)));
 		} else if (sscanf(line, "find %299s", ns) == 1) {
 			uint32_t got;
 			char num[16];
 
-			rc = kv_cluster_ns_find(cl, ns, &got);
+			rc = kv_cluster_ns_find(cl, ns, &got, NULL);
 			snprintf(num, sizeof(num), "%u", got);
 			say("find", rc == 0 ? num : errname(rc));
 		} else if (strcmp(line, "quit\n") == 0) {

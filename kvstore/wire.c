@@ -116,11 +116,12 @@ static int blk_decode(const uint8_t *p, struct kv_wire_msg *m)
 	m->size = kv_get_le64(p);
 	m->crc = kv_get_le32(p + 8);
 	m->block_tokens = kv_get_le32(p + 12);
-	if ((flags & ~1u) != 0 || kv_get_le32(p + 20) != 0)
+	if ((flags & ~3u) != 0 || kv_get_le32(p + 20) != 0)
 		return -EBADMSG;
 	if (m->size > KV_WIRE_MAX_DATA)
 		return -EBADMSG;
 	m->has_parent = flags & 1u;
+	m->ns_open = (flags >> 1) & 1u;
 	if (m->has_parent)
 		memcpy(m->parent, p + 24, KV_WIRE_HASH_LEN);
 	return 0;
@@ -131,7 +132,7 @@ static void blk_encode(uint8_t *p, const struct kv_wire_msg *m)
 	kv_put_le64(p, m->size);
 	kv_put_le32(p + 8, m->crc);
 	kv_put_le32(p + 12, m->block_tokens);
-	kv_put_le32(p + 16, m->has_parent ? 1u : 0u);
+	kv_put_le32(p + 16, (m->has_parent ? 1u : 0u) | (m->ns_open ? 2u : 0u));
 	kv_put_le32(p + 20, 0);
 	if (m->has_parent)
 		memcpy(p + 24, m->parent, KV_WIRE_HASH_LEN);

@@ -53,7 +53,8 @@
  * blk (56 bytes):
  *
  *   0 8 size; 8 4 crc32c of the data; 12 4 block_tokens;
- *   16 4 flags (bit 0: has parent); 20 4 reserved; 24 32 parent hash
+ *   16 4 flags (bit 0: has parent; bit 1: open namespace); 20 4 reserved;
+ *   24 32 parent hash
  *
  * Every reserved field and every unknown flag bit must be 0; a frame that
  * breaks any rule above is rejected whole (-EBADMSG), and the connection
@@ -149,6 +150,7 @@ struct kv_wire_msg {
 	uint32_t crc;
 	uint32_t block_tokens;
 	bool has_parent;
+	bool ns_open; /* its namespace has the open layout (store.h) */
 	uint8_t parent[KV_WIRE_HASH_LEN];
 	/* handshake */
 	uint8_t nonce[KV_WIRE_NONCE_LEN];

@@ -332,6 +332,7 @@ int xfer_pin_block(struct kv_xfer *x, const char *ns, const uint8_t *hash,
 	m->size = ref->size;
 	m->crc = bi.checksum;
 	m->block_tokens = bt;
+	m->ns_open = kv_store_ns_layout(st, id) == KV_LAYOUT_OPEN;
 	m->has_parent = bi.has_parent;
 	memcpy(m->parent, bi.parent, KVFS_HASH_LEN);
 	return 0;
@@ -534,14 +535,17 @@ int xconn_send_err(struct xconn *c, uint64_t id, int e)
 }
 
 int xfer_ns_ensure(struct kv_xfer *x, const char *ns, uint32_t block_tokens,
-		   uint32_t *id)
+		   bool open, uint32_t *id)
 {
 	uint32_t bt;
 	int rc;
 
 	rc = kv_store_ns_find(x->store, ns, id, &bt);
 	if (rc == -ENOENT) {
-		rc = kv_store_ns_create(x->store, ns, block_tokens, id);
+		/* the sender's layout: an open namespace's keys are paths */
+		rc = kv_store_ns_create_layout(
+			x->store, ns, block_tokens,
+			open ? KV_LAYOUT_OPEN : KV_LAYOUT_CHAIN, id);
 		if (rc == -EEXIST) /* made meanwhile by another thread */
 			rc = kv_store_ns_find(x->store, ns, id, &bt);
 		else
@@ -595,6 +599,7 @@ static int serve_get(struct xconn *c, const struct kv_wire_msg *m)
 	out.size = ref.size;
 	out.crc = bi.checksum;
 	out.block_tokens = bt;
+	out.ns_open = kv_store_ns_layout(st, id) == KV_LAYOUT_OPEN;
 	out.has_parent = bi.has_parent;
 	memcpy(out.parent, bi.parent, KVFS_HASH_LEN);
 	n = kv_wire_encode(&out, buf, sizeof(buf));

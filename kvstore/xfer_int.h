@@ -192,7 +192,7 @@ int xconn_send_err(struct xconn *c, uint64_t id, int e);
 /* local namespace for a block arriving with block_tokens: found or made;
  * -EMEDIUMTYPE when ours has other block_tokens (0: not said, any) */
 int xfer_ns_ensure(struct kv_xfer *x, const char *ns, uint32_t block_tokens,
-		   uint32_t *id);
+		   bool open, uint32_t *id);
 /* a block a peer pushed is sealed here */
 void xfer_inserted(struct kv_xfer *x, const char *ns, const uint8_t *hash);
 

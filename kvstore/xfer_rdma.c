@@ -468,7 +468,7 @@ static int rdma_fetch_finish(struct xconn *c, struct xreq *r, uint64_t deadline)
 		rc = -EFBIG;
 		goto out_release;
 	}
-	rc = xfer_ns_ensure(c->x, r->ns, m->block_tokens, &id);
+	rc = xfer_ns_ensure(c->x, r->ns, m->block_tokens, m->ns_open, &id);
 	if (rc < 0)
 		goto out_release;
 	rc = kv_store_create(st, id, r->hash, m->has_parent ? m->parent : NULL,
@@ -619,7 +619,7 @@ static int serve_alloc(struct xconn *c, const struct kv_wire_msg *m)
 
 	if (m->size > kv_store_slot_size(st))
 		return xconn_send_err(c, m->id, EFBIG);
-	err = xfer_ns_ensure(c->x, m->ns, m->block_tokens, &id);
+	err = xfer_ns_ensure(c->x, m->ns, m->block_tokens, m->ns_open, &id);
 	if (err < 0)
 		return xconn_send_err(c, m->id, -err);
 	p = pin_new(rc);

@@ -291,7 +291,7 @@ static int rx_block(struct xconn *c, const char *ns, const uint8_t *hash,
 		rc = -EFBIG;
 		goto out_drain;
 	}
-	rc = xfer_ns_ensure(c->x, ns, m->block_tokens, &id);
+	rc = xfer_ns_ensure(c->x, ns, m->block_tokens, m->ns_open, &id);
 	if (rc < 0)
 		goto out_drain;
 	rc = kv_store_create(st, id, hash, m->has_parent ? m->parent : NULL,

@@ -213,8 +213,13 @@ START_TEST(test_bad_meta)
 	bad[KV_WIRE_HDR_LEN + 32] = 9;
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[KV_WIRE_HDR_LEN + 32 + 16] = 2;
+	bad[KV_WIRE_HDR_LEN + 32 + 16] = 4;
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
+	/* bit 1 says the namespace is open, and round-trips */
+	memcpy(bad, buf, len);
+	bad[KV_WIRE_HDR_LEN + 32 + 16] |= 2;
+	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), 0);
+	ck_assert(d.ns_open);
 
 	/* ERR with errno 0, HAS_OK with 2 */
 	sample(&m, KV_WIRE_ERR, 0);

@@ -183,6 +183,35 @@ for i in 2 3; do
 	fi
 done
 
+# ---- an open namespace: SGLang's file backend on node 1, read on 2 and 3 --
+kv 1 ns create -y open eng >/dev/null || bad "ns create -y open on node 1"
+for k in 1 2 3; do
+	f=$(blk $((k + 1000)))_meta-llama-Llama-3-8B_0_1.bin
+	# exists -> skip; else a tmp name, os.replace, then fsync for R copies
+	if ! "$PY" -c "
+import os,sys
+src,final=sys.argv[1],sys.argv[2]
+tmp=final+'.tmp.%d.1.uuid' % os.getpid()
+with open(tmp,'wb') as f: f.write(open(src,'rb').read())
+os.replace(tmp,final)
+fd=os.open(final,os.O_RDONLY); os.fsync(fd); os.close(fd)" \
+		"$tmp/data$k" "$tmp/mnt1/eng/$f"; then
+		bad "SGLang-style store of $f on node 1"
+	fi
+done
+for i in 2 3; do
+	n=0
+	for k in 1 2 3; do
+		f=$(blk $((k + 1000)))_meta-llama-Llama-3-8B_0_1.bin
+		cmp -s "$tmp/data$k" "$tmp/mnt$i/eng/$f" && n=$((n + 1))
+	done
+	if [ $n = 3 ]; then
+		ok "open-namespace files written on node 1 read on node $i"
+	else bad "open namespace: $n of 3 files read on node $i"; fi
+done
+[ -z "$(ls "$tmp/mnt1/eng" | grep tmp)" ] && ok "no tmp name is left" ||
+	bad "a tmp name is left in the open namespace"
+
 # ---- kill -9 the writer: survivors serve everything, repair makes R=2 ------
 kill -KILL "$NPID1"
 wait "$TPID1" 2>/dev/null || true

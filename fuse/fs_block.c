@@ -70,6 +70,9 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	int rc;
 
 	rc = kvfs_hash_from_hex(name, hash);
+	/* before the store: see seal_locked */
+	if (rc == 0)
+		inode_note_miss(fs->it, ns, hash);
 	if (rc == 0)
 		rc = kv_store_stat(fs->st, ns, hash, &bi);
 	if (rc == -ENOENT) {
@@ -166,7 +169,10 @@ int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
 	if (rc < 0)
 		return rc;
 	f->size = size;
-	inode_set_attr(fs->it, f->ino, size, 0);
+	/* a new version of a published file shares its inode with the old
+	 * one's readers: the attributes stay theirs until publication */
+	if (!f->reopen)
+		inode_set_attr(fs->it, f->ino, size, 0);
 	return 0;
 }
 
@@ -389,12 +395,10 @@ static bool task_dying(pid_t pid)
 /* f->lock held */
 void fs_abort_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 {
-	struct inode_info in;
-
 	/* not writing first: a getattr racing us must not report the slot
 	 * of a block that is about to be someone else's.  A new version of
 	 * a published file (fs_open_reopen) leaves the old one's inode be. */
-	if (!f->open || (inode_get(fs->it, f->ino, &in) == 0 && in.writing)) {
+	if (!f->reopen) {
 		inode_set_writing(fs->it, f->ino, false);
 		inode_unhash(fs->it, f->ino);
 	}
@@ -422,8 +426,20 @@ static int seal_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 		bi.seal_ns = kvfs_wall_ns();
 	inode_set_attr(fs->it, f->ino, f->size, bi.seal_ns);
 	inode_set_writing(fs->it, f->ino, false);
-	/* other openers may have cached "no such block": drop that */
-	fs_notify_block(fs, f->ns, f->hash);
+	/*
+	 * Another opener that looked the name up while it was being written
+	 * was told "no such block", which the kernel caches: drop that.  Only
+	 * then, since invalidating the name drops the writer's own dentry too,
+	 * and with it (FUSE deletes an inode at its last dput) the pages the
+	 * write just left in the page cache: the first reader, typically the
+	 * very next step of the engine, would fetch the whole block again
+	 * through FUSE, into freshly allocated pages, instead of reading the
+	 * cached copy.  The writer's dentry needs nothing: its entry timeout
+	 * is 0, so the next lookup revalidates it and gets the same ino (and
+	 * the sealed block's long timeouts), keeping the inode and its pages.
+	 */
+	if (inode_take_missed(fs->it, f->ino))
+		fs_notify_block(fs, f->ns, f->hash);
 	if (fs->cl) {
 		char name[KVFS_NS_MAX + 1];
 
@@ -530,20 +546,10 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	open = kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN;
 	if (open &&
 	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
-		/* a new version needs an inode of its own: the kernel keeps
-		 * one size per inode, and O_TRUNC or the writer's writes
-		 * would cut short the reads of whoever has this one open.
-		 * ESTALE makes the kernel look the name up again, and the
-		 * lookup hands out a fresh inode. */
-		if (in.nopen) {
-			inode_unhash(fs->it, ino);
-			return -ESTALE;
-		}
-		rc = fs_open_reopen(fs, ino, &in, fi, out);
-		/* readers until the publication: another inode, old bytes */
-		if (rc == 0)
-			inode_unhash(fs->it, ino);
-		return rc;
+		/* a new version of the name on this inode: its readers keep
+		 * their size, as the inode's attributes stay the old
+		 * version's (fs_open.c) */
+		return fs_open_reopen(fs, ino, &in, fi, out);
 	}
 	/* a reader right after the writer's close: wait for the seal */
 	if (in.writing && fs_wait_closing(fs, ino)) {

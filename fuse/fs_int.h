@@ -134,6 +134,7 @@ struct kvfs_file {
 	/* open namespaces: where it is published, under fs->stage_lock
 	 * (a rename of the staging file moves it) */
 	bool open;
+	bool reopen;   /* a new version on a published file's inode */
 	bool unlinked; /* its name was unlinked before publication */
 	char *path;
 	struct kvfs_file *stage_next;

@@ -15,10 +15,12 @@
  *   release  the last descriptor: published under the path it has then
  *            (a rename before that moved it), replacing what was there
  *   open     for writing (O_TRUNC or not) of a published file: a new
- *            staging version of the same path, on an inode nobody else
- *            has open (fs_open_block: ESTALE makes the kernel look the
- *            name up again when someone does), which leaves the name's
- *            key; written through direct_io, out of the page cache
+ *            staging version of the same path on the old version's
+ *            inode, written through direct_io, out of its page cache.
+ *            The inode's attributes stay the old version's, so readers
+ *            that share it keep their size: the kernel asks again after
+ *            O_TRUNC and after each write, and gets the old one.  At the
+ *            publication the inode leaves the name's key.
  *   rename   of a staging file: moves its path (waiting for a closed one
  *            to be published first); of a published file: kv_store_rename
  *   unlink   removes the published file, and makes staging files of the
@@ -168,6 +170,7 @@ void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		fs_reply_entry(req, fs, &st, TMO_WRITING, TMO_WRITING);
 		return;
 	}
+	inode_note_miss(fs->it, ns, o.key); /* before the store: fs_block.c */
 	rc = kv_store_stat(fs->st, ns, o.key, &bi);
 	if (rc == -ENOENT && fs->cl && fs_remote_read(fs, ns, o.key) == 0) {
 		/* a copy came by key: it learns its name here */
@@ -336,6 +339,7 @@ int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
 	if (!f)
 		return rc;
 	f->ino = ino;
+	f->reopen = true;
 	/* without O_TRUNC it starts as a copy of what the name holds */
 	if (!(fi->flags & O_TRUNC) &&
 	    kv_store_get(fs->st, in->ns, in->hash, &ref) == 0) {
@@ -386,9 +390,8 @@ int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
 {
 	uint8_t key[KVFS_HASH_LEN];
 	struct kv_block_info bi;
-	struct inode_info in;
 	char *path = NULL;
-	bool unlinked, stager;
+	bool unlinked, stager, displaced = false;
 	int rc;
 
 	pthread_mutex_lock(&fs->stage_lock);
@@ -398,7 +401,7 @@ int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
 	pthread_mutex_unlock(&fs->stage_lock);
 	/* the inode was made for this file (create), not an older version's
 	 * (reopen): it becomes the published file's */
-	stager = inode_get(fs->it, f->ino, &in) == 0 && in.writing;
+	stager = !f->reopen;
 	if (unlinked || !path) {
 		rc = unlinked ? 0 : -ENOMEM;
 		goto out_abort;
@@ -410,7 +413,7 @@ int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
 	 * ESTALE, and a lookup of the name waits for us */
 	if (stager) {
 		inode_set_attr(fs->it, f->ino, f->size, 0);
-		inode_rekey(fs->it, f->ino, key);
+		displaced = inode_rekey(fs->it, f->ino, key) > 0;
 	} else {
 		inode_unhash(fs->it, f->ino);
 	}
@@ -435,8 +438,10 @@ int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
 		inode_set_attr(fs->it, f->ino, f->size, bi.seal_ns);
 		inode_set_writing(fs->it, f->ino, false);
 	}
-	/* other openers' dentries: a miss, or the old version */
-	notify_path(fs, f->ns, path);
+	/* other openers' dentries: a miss, or the old version.  Not the
+	 * writer's own (seal_locked in fs_block.c says why) */
+	if (!stager || displaced || inode_take_missed(fs->it, f->ino))
+		notify_path(fs, f->ns, path);
 	if (fs->cl) {
 		char name[KVFS_NS_MAX + 1];
 

@@ -303,6 +303,7 @@ int inode_rekey(struct inode_table *t, uint64_t ino, const uint8_t *hash)
 {
 	struct entry *e, *old;
 	size_t b;
+	int rc;
 
 	if (!hash)
 		return -EINVAL;
@@ -316,13 +317,14 @@ int inode_rekey(struct inode_table *t, uint64_t ino, const uint8_t *hash)
 	old = by_key(t, e->info.kind, e->info.ns, hash);
 	if (old)
 		unlink_key(t, old);
+	rc = old != NULL;
 	memcpy(e->info.hash, hash, KVFS_HASH_LEN);
 	b = key_hash(t, e->info.kind, e->info.ns, hash);
 	e->next_key = t->by_key[b];
 	t->by_key[b] = e;
 	e->info.hashed = true;
 	pthread_mutex_unlock(&t->lock);
-	return 0;
+	return rc;
 }
 
 int inode_set_path(struct inode_table *t, uint64_t ino, const char *path)
@@ -442,11 +444,41 @@ int inode_set_writing(struct inode_table *t, uint64_t ino, bool writing)
 	if (e) {
 		e->info.writing = writing;
 		e->info.closing = false;
-		if (!writing)
+		if (writing)
+			e->info.missed = false;
+		else
 			pthread_cond_broadcast(&t->written);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+void inode_note_miss(struct inode_table *t, uint32_t ns,
+		     const uint8_t hash[KVFS_HASH_LEN])
+{
+	struct entry *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = by_key(t, INODE_BLOCK, ns, hash);
+	if (e && e->info.writing)
+		e->info.missed = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool inode_take_missed(struct inode_table *t, uint64_t ino)
+{
+	struct entry *e;
+	bool missed = false;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	e = block_entry(t, ino, &rc);
+	if (e) {
+		missed = e->info.missed;
+		e->info.missed = false;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return missed;
 }
 
 int inode_set_closing(struct inode_table *t, uint64_t ino)

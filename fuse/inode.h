@@ -58,7 +58,9 @@ struct inode_info {
 	bool closing;		     /* writing, and its writer closed a
 				      * descriptor: publication is near */
 	bool have_attr;		     /* size and seal_ns were recorded */
-	uint32_t nopen;		     /* open files on it */
+	bool missed;	/* while writing, a lookup of its name was answered
+			 * "no such block" (inode_note_miss) */
+	uint32_t nopen; /* open files on it */
 	uint64_t size;
 	uint64_t seal_ns; /* wall clock; 0 while writing */
 };
@@ -88,7 +90,8 @@ int inode_lookup(struct inode_table *t, enum inode_kind kind, uint32_t ns,
 int inode_lookup_private(struct inode_table *t, enum inode_kind kind,
 			 uint32_t ns, const uint8_t *hash, uint64_t *ino);
 /* map the key (kind of ino, ino's ns, hash) to ino, unhashing whatever
- * entry it mapped to; -ENOENT for an unknown ino */
+ * entry it mapped to: 1 when there was one, 0 when not; -ENOENT for an
+ * unknown ino */
 int inode_rekey(struct inode_table *t, uint64_t ino, const uint8_t *hash);
 /* the path of an open namespace's entry ("" for none); a copy is kept */
 int inode_set_path(struct inode_table *t, uint64_t ino, const char *path);
@@ -121,6 +124,17 @@ int inode_set_closing(struct inode_table *t, uint64_t ino);
  * the file.  Returns 0 once it is not being written, -ETIMEDOUT.
  */
 int inode_wait_written(struct inode_table *t, uint64_t ino, unsigned ms);
+/*
+ * A lookup of the block key is about to ask the store: when the key's
+ * entry is being written, the answer will be "no such block", which the
+ * kernel may cache; mark it missed.  Called before asking the store, so
+ * that a seal that clears writing afterwards (inode_take_missed) either
+ * sees the mark or the store already answers with the sealed block.
+ */
+void inode_note_miss(struct inode_table *t, uint32_t ns,
+		     const uint8_t hash[KVFS_HASH_LEN]);
+/* whether ino was marked missed since it was last set writing; clears it */
+bool inode_take_missed(struct inode_table *t, uint64_t ino);
 /* count an open (delta 1) or a release (delta -1) */
 int inode_open(struct inode_table *t, uint64_t ino, int delta);
 

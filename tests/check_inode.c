@@ -137,6 +137,43 @@ START_TEST(test_block_state)
 }
 END_TEST
 
+/* a miss is remembered only while writing, and taken once (seal_locked) */
+START_TEST(test_missed)
+{
+	struct inode_table *t;
+	uint8_t h[KVFS_HASH_LEN], other[KVFS_HASH_LEN];
+	uint64_t a;
+
+	ck_assert_int_eq(inode_table_new(&t), 0);
+	hash_of(5, h);
+	hash_of(6, other);
+	ck_assert_int_eq(inode_lookup(t, INODE_BLOCK, 1, h, &a), 0);
+	inode_note_miss(t, 1, h); /* not writing: nothing to remember */
+	ck_assert(!inode_take_missed(t, a));
+	ck_assert_int_eq(inode_set_writing(t, a, true), 0);
+	ck_assert(!inode_take_missed(t, a)); /* nobody looked */
+	inode_note_miss(t, 1, other);	      /* another name */
+	inode_note_miss(t, 2, h);	      /* another namespace */
+	ck_assert(!inode_take_missed(t, a));
+	inode_note_miss(t, 1, h);
+	ck_assert_int_eq(inode_set_writing(t, a, false), 0);
+	ck_assert(inode_take_missed(t, a));
+	ck_assert(!inode_take_missed(t, a)); /* taken */
+	/* a new write of the name starts clean */
+	inode_note_miss(t, 1, h);
+	ck_assert_int_eq(inode_set_writing(t, a, true), 0);
+	inode_note_miss(t, 1, h);
+	ck_assert_int_eq(inode_set_writing(t, a, true), 0);
+	ck_assert(!inode_take_missed(t, a));
+	/* an unhashed entry is no longer found by its key */
+	inode_unhash(t, a);
+	inode_note_miss(t, 1, h);
+	ck_assert(!inode_take_missed(t, a));
+	ck_assert(!inode_take_missed(t, 9999));
+	inode_table_free(t);
+}
+END_TEST
+
 START_TEST(test_growth_and_snapshot)
 {
 	enum { N = 5000 };
@@ -232,6 +269,7 @@ int main(void)
 	tcase_add_test(tc, test_forget_counts);
 	tcase_add_test(tc, test_unhash);
 	tcase_add_test(tc, test_block_state);
+	tcase_add_test(tc, test_missed);
 	tcase_add_test(tc, test_growth_and_snapshot);
 	tcase_add_test(tc, test_concurrent);
 	suite_add_tcase(s, tc);

@@ -125,6 +125,18 @@ expect OK "exit(0) unclosed: sealed" "$FE" check "$NS/$(blk 23)" 100000
 expect OK "a shell redirection seals" "$FE" check "$NS/$(blk 24)" 4321
 expect OK "a dead writer's name is free again" "$FE" put "$NS/$(blk 21)" 100000
 
+# ---- the seal keeps what the write left in the page cache -------------------
+# (only a name someone was told is missing gets invalidated: dropping the
+# writer's dentry would drop its inode and pages, and the first read would
+# fetch the whole block again)
+if command -v fincore >/dev/null 2>&1; then
+	"$FE" gen "$NS/$(blk 25)" 65536 >"$NS/$(blk 25)"
+	res=$(fincore -b -n -o RES "$NS/$(blk 25)" 2>/dev/null || echo 0)
+	[ "${res:-0}" -gt 0 ] && ok "sealed: its written pages stay cached" ||
+		bad "sealed: its written pages were dropped (RES ${res:-?})"
+	expect OK "and read back right" "$FE" check "$NS/$(blk 25)" 65536
+fi
+
 # ---- readdir ---------------------------------------------------------------
 expect OK "mkdir ns2" "$FE" mkdir "$MNT/ns2"
 : >"$tmp/names"

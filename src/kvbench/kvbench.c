@@ -64,6 +64,12 @@ static const struct kvb_cmd kvb_cmds[] = {
 		.summary = "block file I/O on a mount against tmpfs",
 	},
 	{
+		.name = "engines",
+		.fn = kvb_engines_main,
+		.usage = kvb_engines_usage,
+		.summary = "engines' file backends on a mount against tmpfs",
+	},
+	{
 		.name = "xfer",
 		.fn = kvb_xfer_main,
 		.usage = kvb_xfer_usage,

@@ -4,9 +4,10 @@
  * kvbench measures kvfs beside a baseline in the same run and demonstrates
  * the store on a synthetic engine workload.  Each subcommand is one file
  * (kvbench_store.c, kvbench_demo.c, kvbench_engine.c, kvbench_io.c,
- * kvbench_xfer.c, kvbench_gpu.c) with one entry point listed in the command
- * table of kvbench.c.  store and demo run on the store library; engine and io
- * on a mounted kvfsd, through the file system and its control socket.
+ * kvbench_engines.c, kvbench_xfer.c, kvbench_gpu.c) with one entry point
+ * listed in the command table of kvbench.c.  store and demo run on the store
+ * library; engine and io on a mounted kvfsd, through the file system and its
+ * control socket; engines on any directory, through the file system alone.
  *
  * Exit codes, the same for every subcommand: 0 it ran, 1 it failed (one
  * line on stderr says why), 2 bad usage, or bad input given as an option
@@ -48,6 +49,7 @@ int kvb_store_main(int argc, char **argv);
 int kvb_demo_main(int argc, char **argv);
 int kvb_engine_main(int argc, char **argv);
 int kvb_io_main(int argc, char **argv);
+int kvb_engines_main(int argc, char **argv);
 int kvb_xfer_main(int argc, char **argv);
 int kvb_gpu_main(int argc, char **argv);
 
@@ -56,6 +58,7 @@ void kvb_store_usage(FILE *f);
 void kvb_demo_usage(FILE *f);
 void kvb_engine_usage(FILE *f);
 void kvb_io_usage(FILE *f);
+void kvb_engines_usage(FILE *f);
 void kvb_xfer_usage(FILE *f);
 void kvb_gpu_usage(FILE *f);
 

@@ -254,6 +254,18 @@ static void put_block(struct kvfs_buf *b, const uint8_t h[KVFS_HASH_LEN],
 			(unsigned long long)bi->seal_ns);
 }
 
+/* an open namespace's file: ,"path":"..." */
+static void put_path(struct req *r, uint32_t ns, const uint8_t h[KVFS_HASH_LEN])
+{
+	char path[KV_STORE_PATH_MAX + 1];
+	long n = kv_store_path(r->srv->st, ns, h, path, sizeof(path));
+
+	if (n > 0) {
+		kvfs_buf_puts(r->out, ",\"path\":");
+		kvfs_buf_json_str(r->out, path, (size_t)n);
+	}
+}
+
 /* ---- commands ------------------------------------------------------- */
 
 /* what every connection holds, summed, for "status" */
@@ -410,6 +422,7 @@ static int cmd_ls(struct req *r)
 			break;
 		kvfs_buf_puts(r->out, n++ ? ",{" : "{");
 		put_block(r->out, h, &bi);
+		put_path(r, ns.id, h);
 		kvfs_buf_puts(r->out, "}");
 	}
 	if (rc < 0)
@@ -441,6 +454,7 @@ static int cmd_stat(struct req *r)
 		return fail(r, rc, "stat: %s", strerror(-rc));
 	kvfs_buf_puts(r->out, ",");
 	put_block(r->out, h, &bi);
+	put_path(r, ns.id, h);
 	kvfs_buf_printf(r->out, ",\"checksum\":\"%08x\"", bi.checksum);
 	if (bi.has_parent)
 		put_hex(r->out, "parent", bi.parent);

@@ -104,16 +104,23 @@ void fs_notify_block(struct kvfs_fs *fs, uint32_t ns,
 static void sweep(struct kvfs_fs *fs)
 {
 	struct inode_ref *v;
-	char hex[KVFS_HASH_HEX_LEN + 1];
+	char hex[KVFS_HASH_HEX_LEN + 1], path[KV_STORE_PATH_MAX + 1];
 	struct kv_block_info bi;
 	long n = inode_blocks(fs->it, &v);
 
 	for (long i = 0; i < n; i++) {
-		uint64_t parent;
+		const char *name = hex;
+		fuse_ino_t parent;
 
 		if (kv_store_stat(fs->st, v[i].ns, v[i].hash, &bi) != -ENOENT)
 			continue;
 		inode_unhash(fs->it, v[i].ino);
+		/* an open namespace's file: its directory and last name */
+		if (inode_path(fs->it, v[i].ino, path, sizeof(path)) > 0) {
+			if (fs_open_dentry(fs, v[i].ns, path, &parent, &name))
+				inval(fs->nt, parent, name);
+			continue;
+		}
 		parent = inode_find(fs->it, INODE_NS, v[i].ns, NULL);
 		if (!parent)
 			continue;

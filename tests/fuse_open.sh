@@ -60,6 +60,18 @@ import json, sys
 n = {x["name"]: x["layout"] for x in json.load(sys.stdin)["namespaces"]}
 assert n == {"small": "open", "chained": "open"}, n' &&
 	ok "kvctl ns list shows each layout" || bad "kvctl ns list layouts"
+# kvctl names an open namespace's files by path
+"$KVCTL" -m "$MNT" ls small >"$tmp/ls"
+if grep -qx 'ev/f199' "$tmp/ls"; then ok "kvctl ls lists paths"
+else bad "kvctl ls of an open namespace: $(head -3 "$tmp/ls")"; fi
+"$KVCTL" -m "$MNT" stat -p small ev/f199 | grep -q '^path      ev/f199$' &&
+	ok "kvctl stat -p" || bad "kvctl stat -p small ev/f199"
+absent() { [ ! -e "$1" ]; }
+# the kernel learns of it at the next sweep of its dentries (a second)
+"$KVCTL" -m "$MNT" evict -p small ev/f199 >"$tmp/ev" 2>&1 &&
+	wait_until 50 absent "$MNT/small/ev/f199" &&
+	ok "kvctl evict -p: the file is gone" ||
+	bad "kvctl evict -p small ev/f199: $(cat "$tmp/ev")"
 # a chain namespace still refuses what is not a chain name
 "$KVCTL" -m "$MNT" ns create strict >/dev/null
 if ! (echo x >"$MNT/strict/hello.txt") 2>/dev/null; then

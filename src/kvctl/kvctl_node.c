@@ -48,6 +48,7 @@ struct nopts {
 	uint32_t lease_ms;
 	uint32_t block_tokens;
 	const char *layout; /* ns create: "chain" or "open" */
+	bool path;	    /* -p: names are paths in an open namespace */
 };
 
 struct node_help {
@@ -59,6 +60,9 @@ struct node_help {
 #define USAGE "usage: kvctl [-m mount | -s socket] "
 #define OPT_J "  -j | --json\n          print the daemon's JSON response\n"
 #define OPT_H "  -h | --help\n          show this help\n"
+#define OPT_P                                                                  \
+	"  -p | --path\n"                                                      \
+	"          the names are paths of files in an open namespace\n"
 
 static const struct node_help helps[] = {
 	{ "status", "jh",
@@ -74,13 +78,13 @@ static const struct node_help helps[] = {
 	  "line.  -j prints one JSON line per page of up to 1000 blocks.\n"
 	  "\n" OPT_J "  -l | --long\n"
 	  "          also print size, references and seal time (UTC)\n" OPT_H },
-	{ "stat", "jh",
+	{ "stat", "jph",
 	  USAGE
-	  "stat [-j] ns hash\n"
+	  "stat [-jp] ns hash\n"
 	  "\n"
 	  "Show one sealed block: size, slot, checksum, references, seal\n"
-	  "time and parent.\n"
-	  "\n" OPT_J OPT_H },
+	  "time, parent, and in an open namespace its path.\n"
+	  "\n" OPT_J OPT_P OPT_H },
 	{ "lookup", "jth",
 	  USAGE
 	  "lookup [-jt] ns [hash ... | token ...]\n"
@@ -114,12 +118,12 @@ static const struct node_help helps[] = {
 	  "Make a lease last ms from now.\n"
 	  "\n" OPT_J "  -L ms | --lease=ms\n"
 	  "          new length, 1..86400000 ms (default 600000)\n" OPT_H },
-	{ "evict", "jh",
-	  USAGE "evict [-j] ns hash ...\n"
+	{ "evict", "jph",
+	  USAGE "evict [-jp] ns hash ...\n"
 		"\n"
 		"Evict sealed blocks now; a referenced block (open, mapped or\n"
 		"pinned) is refused.\n"
-		"\n" OPT_J OPT_H },
+		"\n" OPT_J OPT_P OPT_H },
 	{ "nodes", "jh",
 	  USAGE "nodes [-j]\n"
 		"\n"
@@ -191,6 +195,7 @@ static const struct option all_longopts[] = {
 	{ "json", no_argument, NULL, 'j' },
 	{ "long", no_argument, NULL, 'l' },
 	{ "tokens", no_argument, NULL, 't' },
+	{ "path", no_argument, NULL, 'p' },
 	{ "lease", required_argument, NULL, 'L' },
 	{ "block-tokens", required_argument, NULL, 'b' },
 	{ "layout", required_argument, NULL, 'y' },
@@ -253,6 +258,9 @@ static int node_getopt(int argc, char **argv, const char *help_name,
 		case 't':
 			o->tokens = true;
 			break;
+		case 'p':
+			o->path = true;
+			break;
 		case 'h':
 			fputs(h->text, stdout);
 			return kvctl_flush_stdout();
@@ -306,9 +314,23 @@ static int check_ns(const struct nopts *o, const char *ns)
 	return kvfs_ns_valid(ns) ? bad_ns(o, ns) : -1;
 }
 
+/* a block name, or with -p a path whose key it is (kvfs_path_key) */
 static int check_hash(const struct nopts *o, const char *s,
 		      uint8_t h[KVFS_HASH_LEN])
 {
+	size_t n = strlen(s);
+
+	if (o->path) {
+		while (n && s[n - 1] == '/')
+			n--;
+		while (n && *s == '/') {
+			s++;
+			n--;
+		}
+		if (n && kvfs_path_key(s, n, h) == 0)
+			return -1;
+		return cli_usage_error(o->cmd, "bad path \"%.70s\"", s);
+	}
 	if (kvfs_hash_from_hex(s, h) == 0)
 		return -1;
 	return cli_usage_error(
@@ -489,7 +511,8 @@ int kvctl_stat(int argc, char **argv)
 		rc = check_hash(&o, argv[optind + 1], h);
 	if (rc >= 0)
 		return rc;
-	snprintf(more, sizeof(more), " %s", argv[optind + 1]);
+	more[0] = ' ';
+	kvfs_hash_to_hex(h, more + 1);
 	req = req_ns("stat", argv[optind], more);
 	if (!req)
 		return 1;
@@ -805,7 +828,9 @@ int kvctl_evict(int argc, char **argv)
 	rc = node_connect(&c);
 	/* one request per block, stopping at the first refusal */
 	for (int i = optind + 1; !rc && i < argc; i++) {
-		snprintf(more, sizeof(more), " %s", argv[i]);
+		check_hash(&o, argv[i], h);
+		more[0] = ' ';
+		kvfs_hash_to_hex(h, more + 1);
 		req = req_ns("evict", argv[optind], more);
 		rc = req ? node_call(c, req, NULL, &raw) : 1;
 		free(req);

@@ -305,15 +305,21 @@ void kvctl_show_blocks(const struct kvfs_json *bl, bool longfmt)
 
 	for (size_t i = 0; bl && i < bl->n; i++) {
 		const struct kvfs_json *e = &bl->kid[i];
+		/* an open namespace's file: its path, else its hash */
+		const char *path = kvfs_json_str(kvfs_json_get(e, "path"));
+		char *name =
+			kvctl_printable(path ? path : kvctl_jstr(e, "hash"));
 
 		if (!longfmt) {
-			puts(kvctl_jstr(e, "hash"));
+			puts(name ? name : "?");
+			free(name);
 			continue;
 		}
 		human_size(kvctl_jnum(e, "size"), size, sizeof(size));
 		utc_time(kvctl_jnum(e, "seal_ns"), when, sizeof(when));
-		printf("%s  %10s  %4llu  %s\n", kvctl_jstr(e, "hash"), size,
+		printf("%s  %10s  %4llu  %s\n", name ? name : "?", size,
 		       (unsigned long long)kvctl_jnum(e, "refs"), when);
+		free(name);
 	}
 }
 
@@ -336,5 +342,11 @@ void kvctl_show_block(const char *ns, const struct kvfs_json *j)
 	       kvfs_json_str(kvfs_json_get(j, "parent"))
 		       ? kvctl_jstr(j, "parent")
 		       : "none recorded");
+	free(name);
+	name = kvfs_json_str(kvfs_json_get(j, "path"))
+		       ? kvctl_printable(kvctl_jstr(j, "path"))
+		       : NULL;
+	if (name)
+		printf("path      %s\n", name);
 	free(name);
 }

@@ -28,7 +28,7 @@ if timeout 120 "$KVBENCH" io "$MNT" --blocks 4 --rounds 2 \
 else
 	bad "io exits 0: $(cat "$tmp/io.err")"
 fi
-for row in "write\+seal" "cold read" "warm read" "mmap read"; do
+for row in "write\+seal" "first read" "cold read" "warm read" "mmap read"; do
 	num='[0-9]+\.[0-9]+'
 	if grep -Eq "^$row +$num +$num +tmpfs [a-z]+ +[0-9.]+x" "$tmp/io.out"
 	then
@@ -68,11 +68,11 @@ doc = json.load(open(sys.argv[1]))
 assert doc["block_bytes"] == 16384 and doc["blocks"] == 3, doc
 assert doc["rounds"] == 1
 assert 0 <= doc["cold_resident"] <= 1
-for op in ("write_seal", "cold_read", "warm_read", "mmap_read"):
+for op in ("write_seal", "first_read", "cold_read", "warm_read", "mmap_read"):
     r = doc["ops"][op]
     assert r["kvfs_gb_s"] > 0 and r["tmpfs_gb_s"] > 0, op
     assert r["ratio"] > 0, op
-    assert (r["target"] is None) == (op == "mmap_read"), op
+    assert (r["target"] is None) == (op in ("mmap_read", "first_read")), op
     assert r["pass"] in (True, False, None), op
 m = doc["map"]
 assert m["map_batch_gb_s"] > 0 and m["map_gb_s"] > 0, m

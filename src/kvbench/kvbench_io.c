@@ -7,6 +7,9 @@
  *
  *   operation    kvfs                                 baseline (tmpfs)
  *   write+seal   open(O_CREAT|O_EXCL), write, close   the same
+ *   first read   open, read, close right after the    tmpfs read
+ *                write, before any other read (what
+ *                a decode or a next turn does)
  *   cold read    open, read, close, pages not cached  tmpfs read
  *   warm read    the same again: the page cache       tmpfs read
  *   mmap read    mmap, memcpy out, munmap             the same
@@ -58,7 +61,7 @@
 #define IO_MAPV_MAX 16000	/* hashes in one kvfs_map_batch */
 #define IO_MAP_REPS 3		/* map path passes per round, interleaved */
 
-enum io_op { IO_WRITE, IO_COLD, IO_WARM, IO_MMAP, IO_NOPS };
+enum io_op { IO_WRITE, IO_FIRST, IO_COLD, IO_WARM, IO_MMAP, IO_NOPS };
 
 struct io_row {
 	const char *key;   /* JSON */
@@ -69,6 +72,7 @@ struct io_row {
 
 static const struct io_row io_rows[IO_NOPS] = {
 	[IO_WRITE] = { "write_seal", "write+seal", "tmpfs write", 0.3 },
+	[IO_FIRST] = { "first_read", "first read", "tmpfs read", 0 },
 	[IO_COLD] = { "cold_read", "cold read", "tmpfs read", 0.3 },
 	[IO_WARM] = { "warm_read", "warm read", "tmpfs read", 0.8 },
 	[IO_MMAP] = { "mmap_read", "mmap read", "tmpfs mmap", 0 },
@@ -589,6 +593,10 @@ static int io_round(struct io_ctx *c, uint64_t r)
 	rc = io_pass(c, IO_WRITE, c->nsfd, &c->kv[IO_WRITE][r]);
 	if (!rc)
 		rc = io_pass(c, IO_WRITE, c->shmfd, &c->tf[IO_WRITE][r]);
+	if (!rc)
+		rc = io_pass(c, IO_FIRST, c->nsfd, &c->kv[IO_FIRST][r]);
+	if (!rc)
+		rc = io_pass(c, IO_FIRST, c->shmfd, &c->tf[IO_FIRST][r]);
 	if (!rc)
 		rc = io_evict(c);
 	if (!rc)

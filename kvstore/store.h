@@ -264,7 +264,10 @@ int kv_store_remove(struct kv_store *st, uint32_t ns,
  *
  * A path is relative to the namespace: components of 1..255 bytes (no '/',
  * no NUL, not "." or ".."), joined by '/', at most KV_STORE_PATH_MAX bytes.
- * Calls on a chain namespace are -EINVAL.
+ * Calls on a chain namespace are -EINVAL.  A path is a file or a directory,
+ * never both.  A block being written by key (kv_store_create: a replica)
+ * whose name a file is published or renamed onto meanwhile loses it: its
+ * seal aborts it with -EEXIST.
  */
 #define KV_STORE_PATH_MAX 4096
 
@@ -307,8 +310,10 @@ long kv_store_dir_count(struct kv_store *st, uint32_t ns, const char *path);
  * next entry's name (cap >= 256) and whether it is a directory, moves
  * *cursor past it, and returns 1; 0 at the end; -ENOENT for a directory
  * that is gone.  Subdirectories come first, then files in slot order.
- * Entries made or removed during a walk may or may not be seen; none is
- * seen twice.  Start with *cursor = 0; cursors stay below 2^62.
+ * Entries made or removed during a walk may or may not be seen, every
+ * other entry is seen once; a file replaced during the walk is a new
+ * entry, so its name may be seen twice.  Start with *cursor = 0; cursors
+ * stay below 2^62.
  */
 int kv_store_dir_next(struct kv_store *st, uint32_t ns, const char *dir,
 		      uint64_t *cursor, char *name, size_t cap, bool *is_dir);

@@ -490,8 +490,15 @@ static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 	int rc;
 
 	/* a staging block has no name to seal under: kv_store_publish */
-	if (!b || b->staged)
+	if (!b || b->staged == 1)
 		return -EINVAL;
+	/* its name went to a file published meanwhile: that one wins */
+	if (b->staged == 2) {
+		pthread_mutex_lock(&st->lock);
+		blk_abort(st, wh);
+		pthread_mutex_unlock(&st->lock);
+		return -EEXIST;
+	}
 	/* checksum and record outside the lock: the slot is ours alone */
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;

@@ -149,8 +149,12 @@ struct kv_store {
 	uint64_t next_lease;
 	uint64_t lease_min_ns; /* earliest expiry, UINT64_MAX when none */
 
-	struct sdir **dirs; /* dense, the walk order of kv_store_dir_next */
-	uint32_t ndirs, dirs_cap;
+	struct sdir **dirs; /* the walk order of kv_store_dir_next: a
+			     * directory keeps its index for life, a removed
+			     * one leaves a NULL that a later one reuses */
+	uint32_t ndirs, dirs_cap; /* entries used (holes included), room */
+	uint32_t *dir_free;	  /* indexes of the holes */
+	uint32_t ndir_free;
 	struct sdir **dir_tab; /* chained, by store_sip of ns and path */
 	uint32_t dir_tab_mask; /* 0: not allocated yet */
 

@@ -88,8 +88,11 @@ static int dir_tab_grow(struct kv_store *st)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < st->ndirs; i++) {
 		struct sdir *d = st->dirs[i];
-		uint32_t h = store_sip(st, d->ns, d->path, d->len) & (cap - 1);
+		uint32_t h;
 
+		if (!d)
+			continue;
+		h = store_sip(st, d->ns, d->path, d->len) & (cap - 1);
 		d->next = t[h];
 		t[h] = d;
 	}
@@ -127,16 +130,21 @@ void open_count(struct kv_store *st, uint32_t ns, const char *path, int delta)
 static int dir_install(struct kv_store *st, uint32_t ns, const char *path,
 		       size_t len, uint64_t created_ns)
 {
+	uint32_t *parent, h, idx;
 	struct sdir *d;
-	uint32_t *parent, h;
 
-	if (st->ndirs == st->dirs_cap) {
+	if (!st->ndir_free && st->ndirs == st->dirs_cap) {
 		uint32_t cap = st->dirs_cap ? st->dirs_cap * 2 : DIR_TAB_MIN;
 		struct sdir **a = realloc(st->dirs, sizeof(*a) * cap);
+		uint32_t *f;
 
 		if (!a)
 			return -ENOMEM;
 		st->dirs = a;
+		f = realloc(st->dir_free, sizeof(*f) * cap);
+		if (!f)
+			return -ENOMEM;
+		st->dir_free = f;
 		st->dirs_cap = cap;
 	}
 	/* at most one directory per bucket on average */
@@ -156,8 +164,9 @@ static int dir_install(struct kv_store *st, uint32_t ns, const char *path,
 	h = store_sip(st, ns, path, len) & st->dir_tab_mask;
 	d->next = st->dir_tab[h];
 	st->dir_tab[h] = d;
-	d->idx = st->ndirs;
-	st->dirs[st->ndirs++] = d;
+	idx = st->ndir_free ? st->dir_free[--st->ndir_free] : st->ndirs++;
+	d->idx = idx;
+	st->dirs[idx] = d;
 	parent = counts_of(st, ns, path, len, true);
 	if (parent)
 		(*parent)++;
@@ -176,10 +185,10 @@ static void dir_uninstall(struct kv_store *st, struct sdir *d)
 	while (*pp != d)
 		pp = &(*pp)->next;
 	*pp = d->next;
-	/* the last one fills the hole: a walk past it misses it, never
-	 * sees anything twice */
-	st->dirs[d->idx] = st->dirs[--st->ndirs];
-	st->dirs[d->idx]->idx = d->idx;
+	/* a hole, not a move: a walk past it sees every other directory
+	 * once (a new one may fill it, seen or not) */
+	st->dirs[d->idx] = NULL;
+	st->dir_free[st->ndir_free++] = d->idx;
 	free(d);
 }
 
@@ -187,11 +196,18 @@ static void dir_uninstall(struct kv_store *st, struct sdir *d)
 static int dirs_ensure(struct kv_store *st, uint32_t ns, const char *path,
 		       size_t len)
 {
+	uint8_t key[KVFS_HASH_LEN];
 	size_t pl = parent_len(path, len);
 	int rc;
 
 	if (pl == 0 || dir_find(st, ns, path, pl))
 		return 0;
+	/* a path is a file or a directory, never both */
+	rc = kvfs_path_key(path, pl, key);
+	if (rc == 0 && blk_find_sealed(st, ns, key) != NIL)
+		rc = -ENOTDIR;
+	if (rc < 0)
+		return rc;
 	rc = dirs_ensure(st, ns, path, pl);
 	if (rc == 0)
 		rc = kv_index_put_dir(st->ix, ns, path, pl, kvfs_wall_ns());
@@ -205,10 +221,12 @@ void open_free(struct kv_store *st)
 	for (uint32_t i = 0; i < st->ndirs; i++)
 		free(st->dirs[i]);
 	free(st->dirs);
+	free(st->dir_free);
 	free(st->dir_tab);
 	st->dirs = NULL;
+	st->dir_free = NULL;
 	st->dir_tab = NULL;
-	st->ndirs = st->dirs_cap = st->dir_tab_mask = 0;
+	st->ndirs = st->dirs_cap = st->dir_tab_mask = st->ndir_free = 0;
 }
 
 /* ---- recovery ------------------------------------------------------ */
@@ -243,6 +261,12 @@ int open_recover_file(struct kv_store *st, uint32_t slot, const char *path,
 	if (!b->path)
 		return -ENOMEM;
 	rc = dirs_ensure(st, b->ns, b->path, len);
+	if (rc == -ENOTDIR) {
+		/* under a name that is a file: reachable by key only */
+		free(b->path);
+		b->path = NULL;
+		return 0;
+	}
 	if (rc == 0)
 		open_count(st, b->ns, b->path, 1);
 	return rc;
@@ -257,6 +281,14 @@ static struct store_ns *open_ns(struct kv_store *st, uint32_t ns)
 	return n && n->layout == KV_LAYOUT_OPEN ? n : NULL;
 }
 
+/* 0 for an open namespace, -EINVAL for a chain one, -ENOENT */
+static int open_check(struct kv_store *st, uint32_t ns)
+{
+	struct store_ns *n = store_ns_get(st, ns);
+
+	return !n ? -ENOENT : n->layout == KV_LAYOUT_OPEN ? 0 : -EINVAL;
+}
+
 /* the directory that would hold path exists (lock held) */
 static bool parent_exists(struct kv_store *st, uint32_t ns, const char *path,
 			  size_t len)
@@ -264,6 +296,19 @@ static bool parent_exists(struct kv_store *st, uint32_t ns, const char *path,
 	size_t pl = parent_len(path, len);
 
 	return pl == 0 || dir_find(st, ns, path, pl);
+}
+
+/* a block being written under key (a replica coming by key) loses the
+ * name to a file published or renamed there now: lock held */
+static void supersede(struct kv_store *st, uint32_t ns,
+		      const uint8_t key[KVFS_HASH_LEN])
+{
+	uint32_t w = tab_find(st, ns, key);
+
+	if (w != NIL && st->blk[w].state == BLK_WRITING) {
+		tab_remove(st, w);
+		st->blk[w].staged = 2;
+	}
 }
 
 int kv_store_create_staging(struct kv_store *st, uint32_t ns, uint32_t *wh)
@@ -345,6 +390,7 @@ int kv_store_publish(struct kv_store *st, uint32_t wh, const char *path,
 		rc = -EEXIST;
 		goto out_keep;
 	}
+	supersede(st, b->ns, key);
 	/* one put: the old file's record, same key, is overwritten */
 	rc = kv_index_put_block(st->ix, b->ns, key, &rec);
 	if (rc < 0) {
@@ -386,7 +432,10 @@ int kv_store_rename(struct kv_store *st, uint32_t ns, const char *from,
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_lock(&st->lock);
-	s = open_ns(st, ns) ? blk_find_sealed(st, ns, kfrom) : NIL;
+	rc = open_check(st, ns);
+	if (rc < 0)
+		goto out_unlock;
+	s = blk_find_sealed(st, ns, kfrom);
 	if (s == NIL || !parent_exists(st, ns, p, tlen)) {
 		rc = -ENOENT;
 		goto out_unlock;
@@ -404,6 +453,7 @@ int kv_store_rename(struct kv_store *st, uint32_t ns, const char *from,
 		rc = -EEXIST;
 		goto out_unlock;
 	}
+	supersede(st, ns, kto);
 	b = &st->blk[s];
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = s;
@@ -479,7 +529,10 @@ int kv_store_set_path(struct kv_store *st, uint32_t ns, const char *path)
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_lock(&st->lock);
-	s = open_ns(st, ns) ? blk_find_sealed(st, ns, key) : NIL;
+	rc = open_check(st, ns);
+	if (rc < 0)
+		goto out_unlock;
+	s = blk_find_sealed(st, ns, key);
 	if (s == NIL) {
 		rc = -ENOENT;
 		goto out_unlock;
@@ -552,8 +605,11 @@ int kv_store_dir_remove(struct kv_store *st, uint32_t ns, const char *path)
 	if (!st || path_check(path, &len) < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	d = open_ns(st, ns) ? dir_find(st, ns, path, len) : NULL;
-	if (!d)
+	rc = open_check(st, ns);
+	d = rc ? NULL : dir_find(st, ns, path, len);
+	if (rc)
+		;
+	else if (!d)
 		rc = -ENOENT;
 	else if (d->nfiles || d->nsub)
 		rc = -ENOTEMPTY;
@@ -589,6 +645,8 @@ long kv_store_dir_count(struct kv_store *st, uint32_t ns, const char *path)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
 	n = open_ns(st, ns);
+	if (!n && store_ns_get(st, ns))
+		rc = -EINVAL;
 	if (n && len == 0) {
 		rc = (long)n->nfiles + n->nsub;
 	} else if (n) {
@@ -631,14 +689,15 @@ int kv_store_dir_next(struct kv_store *st, uint32_t ns, const char *dir,
 	if (!st || !dir || !cursor || !name || !is_dir)
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	if (!open_ns(st, ns) || (dlen && !dir_find(st, ns, dir, dlen))) {
+	rc = open_check(st, ns);
+	if (rc == 0 && dlen && !dir_find(st, ns, dir, dlen))
 		rc = -ENOENT;
+	if (rc < 0)
 		goto out_unlock;
-	}
 	for (uint64_t i = *cursor; i < FILES_CURSOR && i < st->ndirs; i++) {
 		struct sdir *d = st->dirs[i];
 
-		if (d->ns != ns)
+		if (!d || d->ns != ns)
 			continue;
 		nm = child_name(d->path, d->len, dir, dlen);
 		if (!nm)

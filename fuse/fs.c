@@ -373,6 +373,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			free(f->text);
 			free(f);
 		} else {
+			if (f->kind == FILE_WRITE)
+				f->err = -EINTR; /* nothing is published */
 			fs_release_block(fs, f);
 		}
 	}

@@ -142,11 +142,19 @@ int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 
 bool fs_wait_closing(struct kvfs_fs *fs, fuse_ino_t ino)
 {
+	uint64_t now = kvfs_mono_ns(), end;
 	struct inode_info in;
 
-	if (inode_get(fs->it, ino, &in) < 0 || !in.writing || !in.closing)
+	if (inode_get(fs->it, ino, &in) < 0 || !in.closing_ns)
 		return false;
-	return inode_wait_written(fs->it, ino, PUBLISH_WAIT_MS) == 0;
+	/* never past PUBLISH_WAIT_MS after the close: a writer that keeps a
+	 * dup open costs later lookups nothing */
+	end = in.closing_ns + PUBLISH_WAIT_MS * 1000000ull;
+	if (now >= end)
+		return false;
+	return inode_wait_written(fs->it, ino,
+				  (unsigned)((end - now) / 1000000ull) + 1) ==
+	       0;
 }
 
 /* grow or shrink the block being written; with zero, the bytes it grows
@@ -191,7 +199,10 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct stat st;
 	int rc = inode_get(fs->it, ino, &in);
 
-	if (rc == 0 && (in.kind != INODE_BLOCK || !in.writing))
+	/* a new version's writer (fs_open_reopen) writes through the old
+	 * version's inode, which is not "writing" */
+	if (rc == 0 && (in.kind != INODE_BLOCK ||
+			(!in.writing && !(f && f->kind == FILE_WRITE))))
 		rc = -EPERM;
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		if (!f || f->kind != FILE_WRITE) {
@@ -218,6 +229,11 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		return;
 	}
 	fs_stat_block(fs, ino, in.size, 0, true, &st);
+	if (f && f->kind == FILE_WRITE && f->reopen) {
+		/* its own size; the inode's stays the old version's */
+		st.st_size = (off_t)f->size;
+		fs_open_mode(&st);
+	}
 	fuse_reply_attr(req, &st, TMO_WRITING);
 }
 
@@ -318,6 +334,13 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
+	if (f->flushed && !f->done) {
+		/* a dup was closed, not the last descriptor: nobody should
+		 * wait for a publication that is not coming yet */
+		inode_set_closing(fs->it, f->ino, false);
+		kv_store_closing(fs->st, f->wh, false);
+		f->flushed = false;
+	}
 	if (f->done)
 		rc = -EPERM; /* sealed: this descriptor outlived the seal */
 	else if (f->err)
@@ -401,6 +424,8 @@ void fs_abort_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 	if (!f->reopen) {
 		inode_set_writing(fs->it, f->ino, false);
 		inode_unhash(fs->it, f->ino);
+	} else {
+		inode_set_closing(fs->it, f->ino, false);
 	}
 	kv_store_abort(fs->st, f->wh);
 	f->done = true;
@@ -468,8 +493,9 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	rc = f->err;
 	if (!f->done) {
-		inode_set_closing(fs->it, f->ino);
-		kv_store_closing(fs->st, f->wh);
+		inode_set_closing(fs->it, f->ino, true);
+		kv_store_closing(fs->st, f->wh, true);
+		f->flushed = true;
 	}
 	pthread_mutex_unlock(&f->lock);
 	fuse_reply_err(req, -rc);
@@ -478,12 +504,12 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* the last descriptor is gone: publish, or throw away (f->lock held) */
 static void release_writer_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 {
-	if (f->done)
+	if (f->open)
+		fs_open_release_locked(fs, f);
+	else if (f->done)
 		return;
-	if (f->err || f->dying)
+	else if (f->err || f->dying)
 		fs_abort_locked(fs, f);
-	else if (f->open)
-		fs_open_publish(fs, f);
 	else
 		seal_locked(fs, f);
 }
@@ -552,7 +578,7 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		return fs_open_reopen(fs, ino, &in, fi, out);
 	}
 	/* a reader right after the writer's close: wait for the seal */
-	if (in.writing && fs_wait_closing(fs, ino)) {
+	if (in.closing_ns && fs_wait_closing(fs, ino)) {
 		rc = inode_get(fs->it, ino, &in);
 		if (rc < 0)
 			return rc;
@@ -625,8 +651,6 @@ void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f)
 		pthread_mutex_lock(&f->lock);
 		release_writer_locked(fs, f);
 		pthread_mutex_unlock(&f->lock);
-		if (f->open)
-			fs_open_forget_writer(fs, f);
 		pthread_mutex_destroy(&f->lock);
 		free(f->path);
 	}

@@ -131,6 +131,7 @@ struct kvfs_file {
 	bool done;     /* published or aborted */
 	bool dying;    /* a descriptor was closed by a task being killed:
 			* never published */
+	bool flushed;  /* a descriptor was closed since the last write */
 	/* open namespaces: where it is published, under fs->stage_lock
 	 * (a rename of the staging file moves it) */
 	bool open;
@@ -230,8 +231,7 @@ int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
 		   struct kvfs_file **out);
 void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 			  struct kvfs_file *f, size_t size, off_t off);
-int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f);
-void fs_open_forget_writer(struct kvfs_fs *fs, struct kvfs_file *f);
+void fs_open_release_locked(struct kvfs_fs *fs, struct kvfs_file *f);
 void fs_open_unlink(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name);
 void fs_open_mkdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,

@@ -67,7 +67,7 @@ int fs_layout_of(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t *ns)
 		return -ENOTDIR;
 	*ns = in.ns;
 	if (in.kind == INODE_DIR)
-		return KV_LAYOUT_OPEN;
+		return in.hashed ? KV_LAYOUT_OPEN : -ENOENT; /* rmdir'd */
 	return kv_store_ns_layout(fs->st, in.ns);
 }
 
@@ -234,19 +234,6 @@ static void stage_add(struct kvfs_fs *fs, struct kvfs_file *f)
 	pthread_mutex_unlock(&fs->stage_lock);
 }
 
-void fs_open_forget_writer(struct kvfs_fs *fs, struct kvfs_file *f)
-{
-	struct kvfs_file **p;
-
-	pthread_mutex_lock(&fs->stage_lock);
-	for (p = &fs->staging; *p; p = &(*p)->stage_next)
-		if (*p == f) {
-			*p = f->stage_next;
-			break;
-		}
-	pthread_mutex_unlock(&fs->stage_lock);
-}
-
 /* the newest staging file of path still to be published; stage_lock */
 static struct kvfs_file *stage_find(struct kvfs_fs *fs, uint32_t ns,
 				    const char *path)
@@ -254,6 +241,8 @@ static struct kvfs_file *stage_find(struct kvfs_fs *fs, uint32_t ns,
 	for (struct kvfs_file *f = fs->staging; f; f = f->stage_next)
 		if (f->ns == ns && !f->unlinked && strcmp(f->path, path) == 0)
 			return f;
+	/* published or thrown away files leave the list under stage_lock
+	 * (fs_open_release_locked) */
 	return NULL;
 }
 
@@ -385,50 +374,44 @@ void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* f->lock held: the last descriptor is gone */
-int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
+/* publish f under path: stage_lock and f->lock held */
+static int publish_locked(struct kvfs_fs *fs, struct kvfs_file *f,
+			  const char *path)
 {
 	uint8_t key[KVFS_HASH_LEN];
 	struct kv_block_info bi;
-	char *path = NULL;
-	bool unlinked, stager, displaced = false;
-	int rc;
+	bool stager = !f->reopen, displaced = false;
+	uint64_t other;
+	int rc = kvfs_path_key(path, strlen(path), key);
 
-	pthread_mutex_lock(&fs->stage_lock);
-	unlinked = f->unlinked;
-	if (!unlinked)
-		path = strdup(f->path);
-	pthread_mutex_unlock(&fs->stage_lock);
-	/* the inode was made for this file (create), not an older version's
-	 * (reopen): it becomes the published file's */
-	stager = !f->reopen;
-	if (unlinked || !path) {
-		rc = unlinked ? 0 : -ENOMEM;
-		goto out_abort;
-	}
-	rc = kvfs_path_key(path, strlen(path), key);
 	if (rc < 0)
-		goto out_abort;
+		return rc;
 	/* inodes first: from here an open of the old version's inode is
 	 * ESTALE, and a lookup of the name waits for us */
 	if (stager) {
 		inode_set_attr(fs->it, f->ino, f->size, 0);
 		displaced = inode_rekey(fs->it, f->ino, key) > 0;
 	} else {
+		/* the old version's inode, and any other the name got
+		 * since (they stand for the bytes being replaced) */
 		inode_unhash(fs->it, f->ino);
+		other = inode_find(fs->it, INODE_BLOCK, f->ns, key);
+		if (other)
+			inode_unhash(fs->it, other);
 	}
 	rc = kv_store_publish(fs->st, f->wh, path, false);
 	if (rc < 0) {
 		kvfs_warn("publishing %s failed: %s", path, strerror(-rc));
-		if (stager)
-			inode_unhash(fs->it, f->ino);
 		if (rc != -EIO) /* -EIO: the store aborted it already */
 			kv_store_abort(fs->st, f->wh);
 		f->err = rc;
 		f->done = true;
-		if (stager)
+		if (stager) {
+			inode_unhash(fs->it, f->ino);
 			inode_set_writing(fs->it, f->ino, false);
-		free(path);
+		} else {
+			inode_set_closing(fs->it, f->ino, false);
+		}
 		return rc;
 	}
 	f->done = true;
@@ -437,6 +420,13 @@ int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
 			bi.seal_ns = kvfs_wall_ns();
 		inode_set_attr(fs->it, f->ino, f->size, bi.seal_ns);
 		inode_set_writing(fs->it, f->ino, false);
+	} else {
+		/* a lookup that raced us hands out an inode for the old
+		 * bytes: take the name from it too */
+		other = inode_find(fs->it, INODE_BLOCK, f->ns, key);
+		if (other)
+			inode_unhash(fs->it, other);
+		inode_set_closing(fs->it, f->ino, false);
 	}
 	/* other openers' dentries: a miss, or the old version.  Not the
 	 * writer's own (seal_locked in fs_block.c says why) */
@@ -448,13 +438,32 @@ int fs_open_publish(struct kvfs_fs *fs, struct kvfs_file *f)
 		if (fs_ns_info(fs, f->ns, name, NULL) == 0)
 			kvfsd_cluster_sealed(fs->cl, name, key);
 	}
-	free(path);
 	return 0;
+}
 
-out_abort:
-	free(path);
-	fs_abort_locked(fs, f);
-	return rc;
+/*
+ * The last descriptor is gone (f->lock held): off the staging list and
+ * published (or thrown away) in one step under stage_lock, so that a
+ * rename or an unlink of the name comes wholly before (and moves or
+ * cancels it) or wholly after (and finds the published file).
+ */
+void fs_open_release_locked(struct kvfs_fs *fs, struct kvfs_file *f)
+{
+	struct kvfs_file **p;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (p = &fs->staging; *p; p = &(*p)->stage_next)
+		if (*p == f) {
+			*p = f->stage_next;
+			break;
+		}
+	if (!f->done) {
+		if (f->err || f->dying || f->unlinked)
+			fs_abort_locked(fs, f);
+		else
+			publish_locked(fs, f, f->path);
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
 }
 
 /* ---- names --------------------------------------------------------- */
@@ -523,6 +532,16 @@ void fs_open_rmdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	uint64_t ino;
 	int rc = child_path(fs, parent, name, &o);
 
+	/* a file still being written inside is an entry too */
+	if (rc == 0) {
+		pthread_mutex_lock(&fs->stage_lock);
+		for (struct kvfs_file *f = fs->staging; f; f = f->stage_next)
+			if (f->ns == ns && !f->unlinked &&
+			    strncmp(f->path, o.p, o.len) == 0 &&
+			    f->path[o.len] == '/')
+				rc = -ENOTEMPTY;
+		pthread_mutex_unlock(&fs->stage_lock);
+	}
 	if (rc == 0)
 		rc = kv_store_dir_remove(fs->st, ns, o.p);
 	if (rc == -ENOENT &&
@@ -536,27 +555,35 @@ void fs_open_rmdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	fuse_reply_err(req, -rc);
 }
 
-/* rename of a staging file: 1 done, 0 none to move, < 0 an error */
+/*
+ * rename of a file being written: 1 done, 0 nothing staged to move (the
+ * caller renames the published file), < 0 an error.  A file its writer
+ * has closed is first let be published (os.replace right after close),
+ * so that the rename then moves the published file.  A new version of a
+ * published name (reopen) moves with it: its path changes here, and the
+ * caller renames the published version too.
+ */
 static int rename_staging(struct kvfs_fs *fs, uint32_t ns,
 			  const struct opath *from, const struct opath *to,
 			  bool noreplace)
 {
 	struct kv_block_info bi;
 	struct kvfs_file *f;
-	struct inode_info in;
 	uint64_t ino = 0;
+	bool reopen = false;
 	char *p;
 	int rc = 1;
 
-	for (int tries = 0; tries < 2; tries++) {
+	pthread_mutex_lock(&fs->stage_lock);
+	f = stage_find(fs, ns, from->p);
+	ino = f ? f->ino : 0;
+	pthread_mutex_unlock(&fs->stage_lock);
+	if (ino && fs_wait_closing(fs, ino)) {
+		/* published (or thrown away) meanwhile: look again */
 		pthread_mutex_lock(&fs->stage_lock);
 		f = stage_find(fs, ns, from->p);
 		ino = f ? f->ino : 0;
 		pthread_mutex_unlock(&fs->stage_lock);
-		/* closed by its writer: let it be published first, then it
-		 * is an ordinary rename (os.replace right after close) */
-		if (!ino || !fs_wait_closing(fs, ino))
-			break;
 	}
 	if (!ino)
 		return 0;
@@ -566,21 +593,25 @@ static int rename_staging(struct kvfs_fs *fs, uint32_t ns,
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_lock(&fs->stage_lock);
+	/* stage_find skips files already published: under stage_lock the
+	 * file is either still to be published, or gone from the list */
 	f = stage_find(fs, ns, from->p);
-	if (f && f->ino == ino) {
+	if (f) {
 		free(f->path);
 		f->path = p;
 		p = NULL;
+		ino = f->ino;
+		reopen = f->reopen;
+		if (!reopen) {
+			inode_rekey(fs->it, ino, to->key);
+			inode_set_path(fs->it, ino, to->p);
+		}
 	} else {
 		rc = 0; /* published meanwhile: the caller renames that */
 	}
 	pthread_mutex_unlock(&fs->stage_lock);
 	free(p);
-	if (rc == 1 && inode_get(fs->it, ino, &in) == 0 && in.writing) {
-		inode_rekey(fs->it, ino, to->key);
-		inode_set_path(fs->it, ino, to->p);
-	}
-	return rc;
+	return rc == 1 && reopen ? 0 : rc;
 }
 
 void fs_open_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -590,7 +621,7 @@ void fs_open_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct kvfs_fs *fs = fs_of(req);
 	struct opath from, to;
 	uint32_t ns, ns2;
-	uint64_t ino;
+	uint64_t ino, old;
 	int rc, l1 = fs_layout_of(fs, parent, &ns);
 	int l2 = fs_layout_of(fs, newparent, &ns2);
 
@@ -615,18 +646,24 @@ void fs_open_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = rename_staging(fs, ns, &from, &to,
 				    flags & RENAME_NOREPLACE);
 	if (rc == 0) {
-		/* the moved file's inode takes the new key; the replaced
-		 * file's inode loses it (before the store moves: see top) */
+		/* inodes before the store moves (see the top): the target's
+		 * loses the name, the moved file's takes it after */
 		ino = inode_find(fs->it, INODE_BLOCK, ns, from.key);
+		old = inode_find(fs->it, INODE_BLOCK, ns, to.key);
+		if (old && old != ino)
+			inode_unhash(fs->it, old);
 		rc = kv_store_rename(fs->st, ns, from.p, to.p,
 				     flags & RENAME_NOREPLACE);
 		if (rc == 0 && ino) {
 			inode_rekey(fs->it, ino, to.key);
 			inode_set_path(fs->it, ino, to.p);
-		} else if (rc == 0) {
-			ino = inode_find(fs->it, INODE_BLOCK, ns, to.key);
-			if (ino)
-				inode_unhash(fs->it, ino);
+		}
+		if (rc == 0 && fs->cl) {
+			/* its copies are under the old key: push the new one */
+			char nsname[KVFS_NS_MAX + 1];
+
+			if (fs_ns_info(fs, ns, nsname, NULL) == 0)
+				kvfsd_cluster_sealed(fs->cl, nsname, to.key);
 		}
 	}
 	fuse_reply_err(req, rc > 0 ? 0 : -rc);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "fuse/inode.h"
+#include "src/common/clock.h"
 
 #define MIN_BUCKETS 1024u
 
@@ -443,7 +444,7 @@ int inode_set_writing(struct inode_table *t, uint64_t ino, bool writing)
 	e = block_entry(t, ino, &rc);
 	if (e) {
 		e->info.writing = writing;
-		e->info.closing = false;
+		e->info.closing_ns = 0;
 		if (writing)
 			e->info.missed = false;
 		else
@@ -481,15 +482,19 @@ bool inode_take_missed(struct inode_table *t, uint64_t ino)
 	return missed;
 }
 
-int inode_set_closing(struct inode_table *t, uint64_t ino)
+int inode_set_closing(struct inode_table *t, uint64_t ino, bool closing)
 {
 	struct entry *e;
 	int rc;
 
 	pthread_mutex_lock(&t->lock);
 	e = block_entry(t, ino, &rc);
-	if (e && e->info.writing)
-		e->info.closing = true;
+	if (e && closing) {
+		e->info.closing_ns = kvfs_mono_ns();
+	} else if (e) {
+		e->info.closing_ns = 0;
+		pthread_cond_broadcast(&t->written);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
@@ -509,7 +514,7 @@ int inode_wait_written(struct inode_table *t, uint64_t ino, unsigned ms)
 	}
 	pthread_mutex_lock(&t->lock);
 	/* the entry may go (forgotten) while we wait: look it up each time */
-	while ((e = by_ino(t, ino)) && e->info.writing && rc == 0)
+	while ((e = by_ino(t, ino)) && e->info.closing_ns && rc == 0)
 		rc = pthread_cond_timedwait(&t->written, &t->lock, &dl);
 	pthread_mutex_unlock(&t->lock);
 	return rc == ETIMEDOUT ? -ETIMEDOUT : 0;

@@ -55,8 +55,8 @@ struct inode_info {
 	uint8_t hash[KVFS_HASH_LEN]; /* INODE_BLOCK only */
 	bool hashed;		     /* its key still maps to it */
 	bool writing;		     /* created, not yet sealed or aborted */
-	bool closing;		     /* writing, and its writer closed a
-				      * descriptor: publication is near */
+	uint64_t closing_ns;	     /* a writer of it closed a descriptor then
+				      * (monotonic): a publication is near; 0 not */
 	bool have_attr;		     /* size and seal_ns were recorded */
 	bool missed;	/* while writing, a lookup of its name was answered
 			 * "no such block" (inode_note_miss) */
@@ -115,13 +115,14 @@ void inode_unhash(struct inode_table *t, uint64_t ino);
 int inode_set_writing(struct inode_table *t, uint64_t ino, bool writing);
 int inode_set_attr(struct inode_table *t, uint64_t ino, uint64_t size,
 		   uint64_t seal_ns);
-/* the writer closed a descriptor (inode_info.closing) */
-int inode_set_closing(struct inode_table *t, uint64_t ino);
+/* a writer closed a descriptor (closing) or wrote again, or the file was
+ * published or thrown away (not closing: waiters wake) */
+int inode_set_closing(struct inode_table *t, uint64_t ino, bool closing);
 /*
- * Wait at most ms milliseconds for ino to stop being written (sealed or
- * aborted): a lookup of a name whose writer has closed waits for the
+ * Wait at most ms milliseconds for ino's publication (closing_ns back to
+ * 0): a lookup of a name whose writer has closed it waits for the
  * kernel's asynchronous RELEASE, so that close(); open() elsewhere finds
- * the file.  Returns 0 once it is not being written, -ETIMEDOUT.
+ * the file.  Returns 0 once it is not closing, -ETIMEDOUT.
  */
 int inode_wait_written(struct inode_table *t, uint64_t ino, unsigned ms);
 /*

@@ -189,10 +189,11 @@ int kv_store_abort(struct kv_store *st, uint32_t wh);
  * The writer closed a descriptor of block wh: its seal (or abort) is near
  * (kvfs(7), "Publication": the mount seals at the last close, which the
  * kernel reports after close(2) has returned).  Until it settles, get,
- * stat, lookup and match of its name wait for it, up to publish_wait_ms,
- * instead of missing it.
+ * stat, lookup and match of its name wait for it, but never past
+ * publish_wait_ms after that close, instead of missing it.  closing false:
+ * the writer wrote again (a dup was closed, not the last descriptor).
  */
-int kv_store_closing(struct kv_store *st, uint32_t wh);
+int kv_store_closing(struct kv_store *st, uint32_t wh, bool closing);
 
 /* ---- reading ------------------------------------------------------- */
 

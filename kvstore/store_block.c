@@ -24,13 +24,18 @@ uint32_t blk_find_sealed(struct kv_store *st, uint32_t ns,
 
 bool blk_wait_closing(struct kv_store *st, uint32_t s, uint64_t *deadline)
 {
-	uint64_t now = kvfs_mono_ns();
+	uint64_t now = kvfs_mono_ns(), end;
 	struct timespec ts;
 
-	if (s == NIL || st->blk[s].state != BLK_WRITING || !st->blk[s].closing)
+	if (s == NIL || st->blk[s].state != BLK_WRITING ||
+	    !st->blk[s].closing_ns)
 		return false;
-	if (!*deadline)
-		*deadline = now + (uint64_t)st->publish_wait_ms * 1000000ull;
+	/* never past publish_wait_ms after the close: a writer that holds
+	 * on to a descriptor costs each lookup nothing after that */
+	end = st->blk[s].closing_ns +
+	      (uint64_t)st->publish_wait_ms * 1000000ull;
+	if (!*deadline || end < *deadline)
+		*deadline = end;
 	if (now >= *deadline)
 		return false;
 	ts.tv_sec = (time_t)(*deadline / 1000000000ull);
@@ -448,7 +453,7 @@ void blk_abort(struct kv_store *st, uint32_t slot)
 
 	if (!st->blk[slot].staged)
 		tab_remove(st, slot);
-	st->blk[slot].closing = 0;
+	st->blk[slot].closing_ns = 0;
 	pthread_cond_broadcast(&st->settled);
 	if (n)
 		n->s.writing--;
@@ -465,7 +470,7 @@ void blk_sealed(struct kv_store *st, uint32_t slot,
 	b->checksum = rec->checksum;
 	b->seal_ns = rec->seal_ns;
 	b->state = BLK_SEALED;
-	b->closing = 0;
+	b->closing_ns = 0;
 	pthread_cond_broadcast(&st->settled);
 	n->s.writing--;
 	n->s.blocks++;
@@ -530,12 +535,14 @@ int kv_store_seal_crc(struct kv_store *st, uint32_t wh, uint32_t crc)
 	return seal(st, wh, &crc);
 }
 
-int kv_store_closing(struct kv_store *st, uint32_t wh)
+int kv_store_closing(struct kv_store *st, uint32_t wh, bool closing)
 {
 	if (!blk_writing(st, wh))
 		return -EINVAL;
 	pthread_mutex_lock(&st->lock);
-	st->blk[wh].closing = 1;
+	st->blk[wh].closing_ns = closing ? kvfs_mono_ns() : 0;
+	if (!closing) /* written to again: nobody waits for it any more */
+		pthread_cond_broadcast(&st->settled);
 	pthread_mutex_unlock(&st->lock);
 	return 0;
 }

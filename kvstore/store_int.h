@@ -59,11 +59,9 @@ struct blk {
 	uint8_t state;
 	uint8_t list;
 	uint8_t has_parent;
-	uint8_t staged;	 /* WRITING with no name yet (kv_store_create_staging):
-			  * not in the hash table */
-	uint8_t closing; /* WRITING, and its writer has closed it: lookups
-			  * wait for the seal (kv_store_closing) */
-	uint8_t pad[3];
+	uint8_t staged; /* WRITING with no name yet (kv_store_create_staging):
+			 * not in the hash table */
+	uint8_t pad[4];
 	uint32_t refs;
 	uint32_t gen;
 	uint64_t last_use;  /* st->tick at its last use */
@@ -78,7 +76,10 @@ struct blk {
 	uint64_t size;
 	uint64_t seal_ns;
 	uint8_t parent[KVFS_HASH_LEN];
-	char *path; /* an open namespace's file: its path; else NULL */
+	char *path;	     /* an open namespace's file: its path; else NULL */
+	uint64_t closing_ns; /* WRITING, and its writer closed a descriptor
+			      * then (monotonic): lookups wait for the seal
+			      * until publish_wait_ms after it; 0: not */
 };
 
 /* one table entry: low 32 bits of the keyed hash (home and tag), slot */
@@ -149,9 +150,9 @@ struct kv_store {
 	uint64_t next_lease;
 	uint64_t lease_min_ns; /* earliest expiry, UINT64_MAX when none */
 
-	struct sdir **dirs; /* the walk order of kv_store_dir_next: a
-			     * directory keeps its index for life, a removed
-			     * one leaves a NULL that a later one reuses */
+	struct sdir **dirs;	  /* the walk order of kv_store_dir_next: a
+				   * directory keeps its index for life, a removed
+				   * one leaves a NULL that a later one reuses */
 	uint32_t ndirs, dirs_cap; /* entries used (holes included), room */
 	uint32_t *dir_free;	  /* indexes of the holes */
 	uint32_t ndir_free;

@@ -1246,7 +1246,7 @@ START_TEST(test_closing_seal)
 			tu_hash(h, (uint32_t)(how * 2 + ab), 1);
 			l = (struct later){ S, written(S, c, h, NULL), 100,
 					    ab != 0 };
-			ck_assert_int_eq(kv_store_closing(S, l.wh), 0);
+			ck_assert_int_eq(kv_store_closing(S, l.wh, true), 0);
 			ck_assert_int_eq(pthread_create(&t, NULL, later_fn, &l),
 					 0);
 			ck_assert_int_eq(probe(S, c, h, how, &ms), !ab);
@@ -1269,7 +1269,7 @@ START_TEST(test_closing_seal)
 		ck_assert_int_eq(tu_put_block(S, c, hs[0], NULL, 10), 0);
 		l = (struct later){ S, written(S, c, hs[1], hs[0]), 100,
 				    false };
-		ck_assert_int_eq(kv_store_closing(S, l.wh), 0);
+		ck_assert_int_eq(kv_store_closing(S, l.wh, true), 0);
 		ck_assert_int_eq(pthread_create(&t, NULL, later_fn, &l), 0);
 		t0 = kvfs_mono_ns();
 		ck_assert_int_eq(kv_store_match(S, c, (const uint8_t(*)[32])hs,
@@ -1280,8 +1280,8 @@ START_TEST(test_closing_seal)
 		ck_assert_msg(ms >= 50 && ms < 2000, "match took %llu ms",
 			      (unsigned long long)ms);
 	}
-	ck_assert_int_eq(kv_store_closing(S, 99999), -EINVAL);
-	ck_assert_int_eq(kv_store_closing(S, l.wh), -EINVAL); /* sealed */
+	ck_assert_int_eq(kv_store_closing(S, 99999, true), -EINVAL);
+	ck_assert_int_eq(kv_store_closing(S, l.wh, true), -EINVAL); /* sealed */
 }
 END_TEST
 
@@ -1299,12 +1299,23 @@ START_TEST(test_closing_timeout)
 	tu_hash(g, 2, 3);
 	wh = written(S, c, h, NULL);
 	wg = written(S, c, g, NULL);
-	ck_assert_int_eq(kv_store_closing(S, wh), 0);
 	for (int how = P_STAT; how <= P_MATCH; how++) {
 		/* closed, never sealed: the wait runs out, a miss */
+		ck_assert_int_eq(kv_store_closing(S, wh, true), 0);
 		ck_assert_int_eq(probe(S, c, h, how, &ms), 0);
 		ck_assert_msg(ms >= 180 && ms < 1500,
 			      "probe %d gave up after %llu ms", how,
+			      (unsigned long long)ms);
+		/* the wait is counted from the close: the next lookup of a
+		 * writer that holds on costs nothing */
+		ck_assert_int_eq(probe(S, c, h, how, &ms), 0);
+		ck_assert_msg(ms < 50, "probe %d waited again: %llu ms", how,
+			      (unsigned long long)ms);
+		/* written to again (a dup was closed): no wait either */
+		ck_assert_int_eq(kv_store_closing(S, wh, true), 0);
+		ck_assert_int_eq(kv_store_closing(S, wh, false), 0);
+		ck_assert_int_eq(probe(S, c, h, how, &ms), 0);
+		ck_assert_msg(ms < 50, "probe %d after a write: %llu ms", how,
 			      (unsigned long long)ms);
 		/* not closed: no wait at all */
 		ck_assert_int_eq(probe(S, c, g, how, &ms), 0);

@@ -6,6 +6,7 @@ usage: fuse_open.py PHASE NSDIR
   PHASE  main     every file operation an engine's backend performs
          persist  what main left must have survived a restart
          evict    writing past the pool's size makes old files vanish
+         race     rename and rewrite right after close, several writers
 Prints "ok ..." per check; exits 1 on the first failure.
 """
 import ctypes
@@ -270,6 +271,51 @@ def main():
     sys.stdin.read()  # the daemon is killed meanwhile
 
 
+def race():
+    """close, then at once rename or reopen: never lost, never stale"""
+    d = os.path.join(NS, "race")
+    os.mkdir(d)
+    kids = []
+    for w in range(4):
+        pid = os.fork()
+        if pid == 0:
+            rc = 0
+            for i in range(150):
+                final = os.path.join(d, "w%d-f%d" % (w, i % 5))
+                tmp = final + ".tmp.%d" % i
+                body = b"%d:%d:" % (w, i) * 100
+                with open(tmp, "wb") as f:
+                    f.write(body)
+                os.replace(tmp, final)
+                try:
+                    got = read_file(final)
+                except OSError as e:
+                    got = repr(e).encode()
+                if got != body or os.path.exists(tmp):
+                    print("FAIL writer %d round %d: %r" % (w, i, got[:20]))
+                    rc = 1
+                    break
+            os._exit(rc)
+        kids.append(pid)
+    bad = sum(os.waitpid(k, 0)[1] != 0 for k in kids)
+    check(bad == 0, "os.replace right after close, 4 x 150: never lost")
+    left = [n for n in os.listdir(d) if ".tmp." in n]
+    check(not left, "no tmp name left behind (%d)" % len(left))
+    # O_TRUNC rewrites of one name, read back at once by another process
+    p = os.path.join(d, "slot")
+    stale = 0
+    for i in range(200):
+        body = b"v%d;" % i * (50 + i % 7)
+        with open(p, "wb") as f:
+            f.write(body)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if read_file(p) == body else 1)
+        stale += os.waitpid(pid, 0)[1] != 0
+    check(stale == 0, "an O_TRUNC rewrite is read at once, 200 times "
+          "(%d stale)" % stale)
+
+
 def persist():
     deep = os.path.join(NS, "m-x", "ab1", "cd_g0", "e", "f")
     check(os.path.isdir(deep) and len(os.listdir(deep)) == 5,
@@ -305,4 +351,4 @@ def evict():
           "the newest file is intact")
 
 
-{"main": main, "persist": persist, "evict": evict}[PHASE]()
+{"main": main, "persist": persist, "evict": evict, "race": race}[PHASE]()

@@ -28,6 +28,7 @@ exec 3>&-
 wait "$MAINPID" 2>/dev/null
 KVFSD_LAYOUT=open kvfsd_start ""
 "$PY" "$SCRIPT" persist "$MNT/eng" || bad "after a restart"
+"$PY" "$SCRIPT" race "$MNT/eng" || bad "races of close with rename and rewrite"
 kvfsd_stop || bad "kvfsd exits 0 at SIGTERM"
 
 # a small pool: eviction makes files disappear, never corrupts them

@@ -133,7 +133,7 @@ int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 	}
 	if (in->hashed) {
 		inode_unhash(fs->it, ino);
-		fs_notify_block(fs, in->ns, in->hash);
+		fs_notify_ino(fs, ino, in->ns, in->hash);
 	}
 	return -ENOENT;
 }
@@ -610,7 +610,7 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		free(f);
 		if (rc == -ENOENT && in.hashed && !in.writing) {
 			inode_unhash(fs->it, ino);
-			fs_notify_block(fs, in.ns, in.hash);
+			fs_notify_ino(fs, ino, in.ns, in.hash);
 		}
 		return rc;
 	}

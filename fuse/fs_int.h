@@ -271,6 +271,9 @@ void fs_notify_entry(struct kvfs_fs *fs, fuse_ino_t parent, const char *name);
  * namespace directory */
 void fs_notify_block(struct kvfs_fs *fs, uint32_t ns,
 		     const uint8_t hash[KVFS_HASH_LEN]);
+/* the same for the file of inode ino, in either layout */
+void fs_notify_ino(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN]);
 void fs_notify_free(struct kvfs_fs *fs);
 
 #endif /* KVFS_FS_INT_H */

@@ -99,6 +99,19 @@ void fs_notify_block(struct kvfs_fs *fs, uint32_t ns,
 	fs_notify_entry(fs, parent, hex);
 }
 
+void fs_notify_ino(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
+		   const uint8_t hash[KVFS_HASH_LEN])
+{
+	char path[KV_STORE_PATH_MAX + 1];
+	const char *name;
+	fuse_ino_t parent;
+
+	if (inode_path(fs->it, ino, path, sizeof(path)) <= 0)
+		fs_notify_block(fs, ns, hash);
+	else if (fs_open_dentry(fs, ns, path, &parent, &name))
+		fs_notify_entry(fs, parent, name);
+}
+
 /* ---- the sweep ----------------------------------------------------- */
 
 static void sweep(struct kvfs_fs *fs)

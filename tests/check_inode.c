@@ -152,8 +152,8 @@ START_TEST(test_missed)
 	ck_assert(!inode_take_missed(t, a));
 	ck_assert_int_eq(inode_set_writing(t, a, true), 0);
 	ck_assert(!inode_take_missed(t, a)); /* nobody looked */
-	inode_note_miss(t, 1, other);	      /* another name */
-	inode_note_miss(t, 2, h);	      /* another namespace */
+	inode_note_miss(t, 1, other);	     /* another name */
+	inode_note_miss(t, 2, h);	     /* another namespace */
 	ck_assert(!inode_take_missed(t, a));
 	inode_note_miss(t, 1, h);
 	ck_assert_int_eq(inode_set_writing(t, a, false), 0);

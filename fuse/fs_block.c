@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "src/common/clock.h"
@@ -84,11 +85,18 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	if (rc == -ENOENT && fs->cl && fs_remote_read(fs, ns, hash) == 0)
 		rc = kv_store_stat(fs->st, ns, hash, &bi);
 	if (rc == -ENOENT) {
+		struct inode_info in;
+		bool writing;
+
 		/* absent or still being written: a miss either way, counted
 		 * by kv_store_lookup (a hit is counted at open, by get) */
 		kv_store_lookup(fs->st, ns, hash);
 		forget_name(fs, ns, hash);
-		fs_reply_negative(req, TMO_NEGATIVE);
+		/* being written: not cached, so that the open after its
+		 * writer's close asks again (and waits for the seal) */
+		ino = inode_find(fs->it, INODE_BLOCK, ns, hash);
+		writing = ino && inode_get(fs->it, ino, &in) == 0 && in.writing;
+		fs_reply_negative(req, writing ? 0 : TMO_NEGATIVE);
 		return;
 	}
 	if (rc == 0)
@@ -249,6 +257,11 @@ static int new_writer(struct kvfs_fs *fs, uint32_t ns,
 		free(f);
 		return -ENOMEM;
 	}
+	if (pthread_cond_init(&f->checked, NULL)) {
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return -ENOMEM;
+	}
 	f->kind = FILE_WRITE;
 	f->ns = ns;
 	memcpy(f->hash, hash, KVFS_HASH_LEN);
@@ -269,6 +282,7 @@ static int new_writer(struct kvfs_fs *fs, uint32_t ns,
 out_abort:
 	kv_store_abort(fs->st, f->wh);
 out_free:
+	pthread_cond_destroy(&f->checked);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 	return rc;
@@ -379,11 +393,14 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
  * close reports the error.  Nor when a descriptor was closed by a task
  * being killed: a writer killed halfway would otherwise publish half a
  * file under a name that promises all of it.  The dying task is told by
- * /proc/PID/stat (PF_EXITING, fields 9 and 52), a read that takes no lock
- * the task could hold (unlike /proc/PID/fd, whose readers wait for an
- * exec to finish: a FLUSH from a child closing O_CLOEXEC descriptors in
- * exec would then deadlock against us).  When /proc cannot tell (another
- * pid namespace, a task we may not inspect), the close counts as clean.
+ * /proc/PID/stat (PF_EXITING, fields 9 and 52), read after FLUSH has
+ * been answered: a task in exec closes its O_CLOEXEC descriptors holding
+ * locks that reading its /proc files waits for, so a read before the
+ * reply would wait for the task while the task waits for the reply.
+ * After it, the task goes on and the read returns; RELEASE waits for the
+ * pending reads (f->checks), a bounded wait on our own thread, never on a
+ * request.  When /proc cannot tell (another pid namespace, a task we may
+ * not inspect), the close counts as clean.
  */
 static bool task_dying(pid_t pid)
 {
@@ -479,6 +496,7 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct kvfs_fs *fs = fs_of(req);
 	struct kvfs_file *f = file_of(fi);
 	pid_t pid = fuse_req_ctx(req)->pid;
+	bool check, dying;
 	int rc = 0;
 
 	if (f->kind != FILE_WRITE) {
@@ -486,12 +504,10 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
-	if (!f->done && !f->dying && pid > 0 && task_dying(pid)) {
-		kvfs_debug("close by a dying task (pid %d): %s", (int)pid,
-			   "the file will not be published");
-		f->dying = true;
-	}
 	rc = f->err;
+	check = !f->done && !f->dying && pid > 0;
+	if (check)
+		f->checks++;
 	if (!f->done) {
 		inode_set_closing(fs->it, f->ino, true);
 		kv_store_closing(fs->st, f->wh, true);
@@ -499,11 +515,33 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	pthread_mutex_unlock(&f->lock);
 	fuse_reply_err(req, -rc);
+	if (!check)
+		return;
+	/* answered: now the closing task may be asked about (see above) */
+	dying = task_dying(pid);
+	pthread_mutex_lock(&f->lock);
+	if (dying) {
+		kvfs_debug("close by a dying task (pid %d): %s", (int)pid,
+			   "the file will not be published");
+		f->dying = true;
+	}
+	f->checks--;
+	pthread_cond_broadcast(&f->checked);
+	pthread_mutex_unlock(&f->lock);
 }
 
 /* the last descriptor is gone: publish, or throw away (f->lock held) */
 static void release_writer_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 {
+	struct timespec dl;
+
+	/* the dying checks of the closes before (fs_flush), a second at
+	 * most: a check that never returns counts as a clean close */
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 1;
+	while (f->checks &&
+	       pthread_cond_timedwait(&f->checked, &f->lock, &dl) == 0)
+		;
 	if (f->open)
 		fs_open_release_locked(fs, f);
 	else if (f->done)
@@ -650,7 +688,12 @@ void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f)
 	} else {
 		pthread_mutex_lock(&f->lock);
 		release_writer_locked(fs, f);
+		/* a check that ran out of time still holds f: wait for it,
+		 * it only has our lock and f->checks left to touch */
+		while (f->checks)
+			pthread_cond_wait(&f->checked, &f->lock);
 		pthread_mutex_unlock(&f->lock);
+		pthread_cond_destroy(&f->checked);
 		pthread_mutex_destroy(&f->lock);
 		free(f->path);
 	}

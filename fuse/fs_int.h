@@ -125,13 +125,15 @@ struct kvfs_file {
 	 * threads (a write racing the flush of a dup'd descriptor), so
 	 * lock guards the fields below */
 	pthread_mutex_t lock;
-	uint32_t wh;   /* store write handle */
-	uint64_t size; /* bytes written: highest offset */
-	int err;       /* first write error: never published */
-	bool done;     /* published or aborted */
-	bool dying;    /* a descriptor was closed by a task being killed:
-			* never published */
-	bool flushed;  /* a descriptor was closed since the last write */
+	uint32_t wh;	 /* store write handle */
+	uint64_t size;	 /* bytes written: highest offset */
+	int err;	 /* first write error: never published */
+	bool done;	 /* published or aborted */
+	bool dying;	 /* a descriptor was closed by a task being killed:
+			  * never published */
+	bool flushed;	 /* a descriptor was closed since the last write */
+	unsigned checks; /* dying checks of closes still running */
+	pthread_cond_t checked; /* signalled as each one ends */
 	/* open namespaces: where it is published, under fs->stage_lock
 	 * (a rename of the staging file moves it) */
 	bool open;

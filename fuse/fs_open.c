@@ -212,12 +212,19 @@ static struct kvfs_file *new_stager(struct kvfs_fs *fs, uint32_t ns,
 		free(f);
 		return NULL;
 	}
+	if (pthread_cond_init(&f->checked, NULL)) {
+		pthread_mutex_destroy(&f->lock);
+		free(f->path);
+		free(f);
+		return NULL;
+	}
 	f->kind = FILE_WRITE;
 	f->open = true;
 	f->ns = ns;
 	memcpy(f->hash, o->key, KVFS_HASH_LEN);
 	*rc = kv_store_create_staging(fs->st, ns, &f->wh);
 	if (*rc < 0) {
+		pthread_cond_destroy(&f->checked);
 		pthread_mutex_destroy(&f->lock);
 		free(f->path);
 		free(f);
@@ -280,6 +287,7 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 			rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
 		if (rc < 0) {
 			kv_store_abort(fs->st, f->wh);
+			pthread_cond_destroy(&f->checked);
 			pthread_mutex_destroy(&f->lock);
 			free(f->path);
 			free(f);
@@ -341,6 +349,7 @@ int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
 		kv_store_put(fs->st, &ref);
 		if (rc < 0) {
 			kv_store_abort(fs->st, f->wh);
+			pthread_cond_destroy(&f->checked);
 			pthread_mutex_destroy(&f->lock);
 			free(f->path);
 			free(f);

@@ -26,7 +26,7 @@ shm_dirs() {
 shm_dirs >"$tmp/shm.before"
 
 BACKENDS="sglang lmcache-disk lmcache-fs vllm-fs vllm-example llamacpp mooncake"
-PHASES="store|first read|load|load cold|exists hit|exists miss"
+PHASES="store|first read|load|load cold|exists hit 1st|exists hit|exists miss 1st|exists miss"
 
 # every row of the table: BACKEND PHASE ops/s GB/s ops/s GB/s ratio, the
 # numbers positive, GB/s "-" for the exists rows, and the ratio the
@@ -47,7 +47,10 @@ check_table() {
 	head && NF == 0 { head = 0 }
 	head {
 		b = $1
-		if (NF == 7) { p = $2; o = 3 } else { p = $2 " " $3; o = 4 }
+		# the phase is every field between the backend and the last 5
+		o = NF - 4
+		p = $2
+		for (f = 3; f < o; f++) p = p " " $f
 		k = b "/" p
 		if (!(k in want)) { err = err " unexpected row: " $0; next }
 		if (k in seen) { err = err " twice: " k; next }
@@ -86,7 +89,7 @@ grep -q "^kvbench engines: 4 files of 64 KiB a backend on $tmp/dir, " \
 	"$tmp/all.out" && ok "the title says what ran" ||
 	bad "title: $(head -n 1 "$tmp/all.out")"
 if why=$(check_table "$tmp/all.out" "$BACKENDS"); then
-	ok "42 rows: every backend's every phase, sane numbers"
+	ok "56 rows: every backend's every phase, sane numbers"
 else
 	bad "table:$why"
 fi

@@ -29,8 +29,11 @@
  *                page cache kept from the writes
  *   load         the same files read again
  *   load cold    read after posix_fadvise(POSIX_FADV_DONTNEED) of each
- *   exists hit   the existence check of the N stored keys
- *   exists miss  the same check of N keys never stored
+ *   exists hit 1st   the existence check of the N stored keys, first
+ *   exists hit       then 10 more times (an engine checks a key at
+ *                    every prompt that shares its prefix)
+ *   exists miss 1st  the same, N keys never stored
+ *   exists miss
  *
  * After the timed phases every file is read once more and compared with
  * its bytes; then both directories are removed.  Nothing but the system
@@ -69,16 +72,32 @@ enum en_phase {
 	EN_FIRST,
 	EN_LOAD,
 	EN_COLD,
+	EN_HIT1,
 	EN_HIT,
+	EN_MISS1,
 	EN_MISS,
 	EN_NPHASES
 };
 
 static const char *const en_phase_name[EN_NPHASES] = {
-	[EN_STORE] = "store",	 [EN_FIRST] = "first read",
-	[EN_LOAD] = "load",	 [EN_COLD] = "load cold",
-	[EN_HIT] = "exists hit", [EN_MISS] = "exists miss",
+	[EN_STORE] = "store",
+	[EN_FIRST] = "first read",
+	[EN_LOAD] = "load",
+	[EN_COLD] = "load cold",
+	[EN_HIT1] = "exists hit 1st",
+	[EN_HIT] = "exists hit",
+	[EN_MISS1] = "exists miss 1st",
+	[EN_MISS] = "exists miss",
 };
+
+/* an engine checks a key again at every prompt that shares its prefix:
+ * after the first check of each key (its own row), EN_EXISTS_PASSES */
+#define EN_EXISTS_PASSES 10
+
+static bool en_exists_phase(int ph)
+{
+	return ph == EN_HIT1 || ph == EN_HIT || ph == EN_MISS1 || ph == EN_MISS;
+}
 
 struct en_opts {
 	const char *mount;
@@ -920,6 +939,8 @@ static int en_pass(struct en_ctx *c, const struct en_ops *ops, struct en_dir *d,
 {
 	uint64_t n = c->o.files, keys, t0, i = 0;
 	unsigned fpk = ops->files_per_key ? ops->files_per_key : 1;
+	unsigned passes = 1;
+	bool hit = false;
 	long got = 0;
 	int rc = 0;
 
@@ -936,11 +957,19 @@ static int en_pass(struct en_ctx *c, const struct en_ops *ops, struct en_dir *d,
 		for (i = 0; i < n && !rc && !kvb_stop; i++)
 			rc = ops->load(c, d, i);
 		break;
+	case EN_HIT1:
 	case EN_HIT:
+	case EN_MISS1:
 	case EN_MISS:
-		got = ops->exists(c, d, ops, ph == EN_HIT ? 0 : EN_MISS_BASE,
-				  keys);
-		rc = got < 0 ? (int)got : 0;
+		hit = ph == EN_HIT1 || ph == EN_HIT;
+		passes = ph == EN_HIT1 || ph == EN_MISS1 ? 1 : EN_EXISTS_PASSES;
+		for (unsigned p = 0; p < passes && !rc; p++) {
+			got = ops->exists(c, d, ops, hit ? 0 : EN_MISS_BASE,
+					  keys);
+			rc = got < 0 ? (int)got : 0;
+			if (!rc && (uint64_t)got != (hit ? keys : 0))
+				break;
+		}
 		break;
 	default:
 		break;
@@ -958,15 +987,15 @@ static int en_pass(struct en_ctx *c, const struct en_ops *ops, struct en_dir *d,
 				 "larger than --files x --size");
 		return rc;
 	}
-	if (ph == EN_HIT || ph == EN_MISS) {
-		if ((uint64_t)got != (ph == EN_HIT ? keys : 0)) {
+	if (en_exists_phase(ph)) {
+		if ((uint64_t)got != (hit ? keys : 0)) {
 			kvb_fail(EN_CMD, 0,
 				 "%s %s on the %s: %ld of %llu keys found",
 				 ops->name, en_phase_name[ph], en_side_name[s],
 				 got, (unsigned long long)keys);
 			return -EPROTO;
 		}
-		c->ops[s][ph] = kvb_rate(keys, t0);
+		c->ops[s][ph] = kvb_rate(keys * passes, t0);
 		c->bps[s][ph] = 0;
 		return 0;
 	}
@@ -1093,7 +1122,7 @@ static void en_row(const char *backend, enum en_phase ph,
 		   double ops[EN_NSIDES][EN_NPHASES],
 		   double bps[EN_NSIDES][EN_NPHASES])
 {
-	bool ex = ph == EN_HIT || ph == EN_MISS;
+	bool ex = en_exists_phase(ph);
 	char ko[32], kb[32], to[32], tb[32], r[32];
 
 	en_rate(ko, sizeof(ko), ops[EN_KVFS][ph], false);
@@ -1103,7 +1132,7 @@ static void en_row(const char *backend, enum en_phase ph,
 	snprintf(r, sizeof(r), "%.2fx",
 		 ops[EN_TMPFS][ph] > 0 ? ops[EN_KVFS][ph] / ops[EN_TMPFS][ph]
 				       : 0.0);
-	printf("%-13s %-12s %12s %9s %12s %9s %8s\n", backend,
+	printf("%-13s %-15s %12s %9s %12s %9s %8s\n", backend,
 	       en_phase_name[ph], ko, ex ? "-" : kb, to, ex ? "-" : tb, r);
 }
 
@@ -1165,7 +1194,7 @@ int kvb_engines_main(int argc, char **argv)
 		       (unsigned long long)c.o.files,
 		       kvb_fmt_size(sz, sizeof(sz), c.o.size), c.o.mount, cpu,
 		       sysconf(_SC_NPROCESSORS_ONLN));
-		printf("%-13s %-12s %12s %9s %12s %9s %8s\n", "backend",
+		printf("%-13s %-15s %12s %9s %12s %9s %8s\n", "backend",
 		       "phase", "mount ops/s", "GB/s", "tmpfs ops/s", "GB/s",
 		       "ratio");
 		for (size_t b = 0; b < EN_NBACKENDS; b++)

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,14 +394,16 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
  * close reports the error.  Nor when a descriptor was closed by a task
  * being killed: a writer killed halfway would otherwise publish half a
  * file under a name that promises all of it.  The dying task is told by
- * /proc/PID/stat (PF_EXITING, fields 9 and 52), read after FLUSH has
- * been answered: a task in exec closes its O_CLOEXEC descriptors holding
- * locks that reading its /proc files waits for, so a read before the
- * reply would wait for the task while the task waits for the reply.
- * After it, the task goes on and the read returns; RELEASE waits for the
- * pending reads (f->checks), a bounded wait on our own thread, never on a
- * request.  When /proc cannot tell (another pid namespace, a task we may
- * not inspect), the close counts as clean.
+ * /proc/PID/stat (PF_EXITING, fields 9 and 52), read by a thread of its
+ * own (dying_check below): FLUSH waits for the answer up to
+ * CHECK_WAIT_MS, so that a killed writer is told before it is gone, and
+ * then answers anyway.  A task in exec closes its O_CLOEXEC descriptors
+ * holding a lock that reading its /proc/PID/stat waits for, so that read
+ * can only end after FLUSH is answered and the exec goes on: it then
+ * counts when it ends (f->checks), and RELEASE waits for it (a bounded
+ * wait on our own thread, never on a request).  When /proc cannot tell
+ * (another pid namespace, a task we may not inspect, one already gone),
+ * the close counts as clean.
  */
 static bool task_dying(pid_t pid)
 {
@@ -430,6 +433,135 @@ static bool task_dying(pid_t pid)
 			code = strtoull(p, NULL, 10);
 	}
 	return (flags & PF_EXITING) && code != 0;
+}
+
+#define CHECK_WAIT_MS 20
+
+/* one dying check: the flushing handler and the checker share it, and
+ * whichever of them is done with it last frees it */
+struct dying_check {
+	struct dying_check *next;
+	struct kvfs_file *f;
+	pid_t pid;
+	bool done;	/* the checker has answered and counted it in f */
+	bool abandoned; /* the handler stopped waiting */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work, answered;
+	struct dying_check *head, *tail;
+	pthread_once_t once;
+	bool running;
+} dc = { PTHREAD_MUTEX_INITIALIZER,
+	 PTHREAD_COND_INITIALIZER,
+	 PTHREAD_COND_INITIALIZER,
+	 NULL,
+	 NULL,
+	 PTHREAD_ONCE_INIT,
+	 false };
+
+static void file_free(struct kvfs_file *f);
+
+/* the checker: one thread for the process, the checks one at a time */
+static void *dying_checker(void *arg)
+{
+	struct dying_check *c;
+	struct kvfs_file *f;
+	bool dying, last;
+
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&dc.lock);
+		while (!dc.head)
+			pthread_cond_wait(&dc.work, &dc.lock);
+		c = dc.head;
+		dc.head = c->next;
+		if (!dc.head)
+			dc.tail = NULL;
+		pthread_mutex_unlock(&dc.lock);
+
+		dying = task_dying(c->pid);
+		f = c->f;
+		pthread_mutex_lock(&f->lock);
+		if (dying) {
+			kvfs_debug("close by a dying task (pid %d): %s",
+				   (int)c->pid,
+				   "the file will not be published");
+			f->dying = true;
+		}
+		/* a file released while we read: its release left it to us */
+		last = --f->checks == 0 && f->released;
+		pthread_cond_broadcast(&f->checked);
+		pthread_mutex_unlock(&f->lock);
+		if (last)
+			file_free(f);
+
+		pthread_mutex_lock(&dc.lock);
+		c->done = true;
+		pthread_cond_broadcast(&dc.answered);
+		if (c->abandoned)
+			free(c);
+		pthread_mutex_unlock(&dc.lock);
+	}
+	return NULL;
+}
+
+static void dying_checker_start(void)
+{
+	pthread_t t;
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	dc.running = pthread_create(&t, NULL, dying_checker, NULL) == 0;
+	if (dc.running)
+		pthread_detach(t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ask whether pid is dying, for f (its f->checks counted by the caller);
+ * returns after the answer or CHECK_WAIT_MS, whichever comes first */
+static void dying_check(struct kvfs_file *f, pid_t pid)
+{
+	struct dying_check *c = calloc(1, sizeof(*c));
+	struct timespec dl;
+	bool last;
+
+	pthread_once(&dc.once, dying_checker_start);
+	if (!c || !dc.running) {
+		free(c);
+		pthread_mutex_lock(&f->lock);
+		last = --f->checks == 0 && f->released;
+		pthread_cond_broadcast(&f->checked);
+		pthread_mutex_unlock(&f->lock);
+		if (last)
+			file_free(f);
+		return;
+	}
+	c->f = f;
+	c->pid = pid;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += CHECK_WAIT_MS * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&dc.lock);
+	if (dc.tail)
+		dc.tail->next = c;
+	else
+		dc.head = c;
+	dc.tail = c;
+	pthread_cond_signal(&dc.work);
+	while (!c->done &&
+	       pthread_cond_timedwait(&dc.answered, &dc.lock, &dl) == 0)
+		;
+	if (c->done)
+		free(c);
+	else
+		c->abandoned = true;
+	pthread_mutex_unlock(&dc.lock);
 }
 
 /* f->lock held */
@@ -496,7 +628,7 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct kvfs_fs *fs = fs_of(req);
 	struct kvfs_file *f = file_of(fi);
 	pid_t pid = fuse_req_ctx(req)->pid;
-	bool check, dying;
+	bool check;
 	int rc = 0;
 
 	if (f->kind != FILE_WRITE) {
@@ -504,7 +636,6 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_mutex_lock(&f->lock);
-	rc = f->err;
 	check = !f->done && !f->dying && pid > 0;
 	if (check)
 		f->checks++;
@@ -514,20 +645,13 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		f->flushed = true;
 	}
 	pthread_mutex_unlock(&f->lock);
-	fuse_reply_err(req, -rc);
-	if (!check)
-		return;
-	/* answered: now the closing task may be asked about (see above) */
-	dying = task_dying(pid);
+	/* is the closing task being killed? (see above) */
+	if (check)
+		dying_check(f, pid);
 	pthread_mutex_lock(&f->lock);
-	if (dying) {
-		kvfs_debug("close by a dying task (pid %d): %s", (int)pid,
-			   "the file will not be published");
-		f->dying = true;
-	}
-	f->checks--;
-	pthread_cond_broadcast(&f->checked);
+	rc = f->err;
 	pthread_mutex_unlock(&f->lock);
+	fuse_reply_err(req, -rc);
 }
 
 /* the last descriptor is gone: publish, or throw away (f->lock held) */
@@ -681,24 +805,32 @@ void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size, off_t off)
 	fuse_reply_data(req, &bv, 0);
 }
 
+static void file_free(struct kvfs_file *f)
+{
+	pthread_cond_destroy(&f->checked);
+	pthread_mutex_destroy(&f->lock);
+	free(f->path);
+	free(f);
+}
+
 void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f)
 {
+	bool last;
+
+	inode_open(fs->it, f->ino, -1);
 	if (f->kind == FILE_READ) {
 		kv_store_put(fs->st, &f->ref);
-	} else {
-		pthread_mutex_lock(&f->lock);
-		release_writer_locked(fs, f);
-		/* a check that ran out of time still holds f: wait for it,
-		 * it only has our lock and f->checks left to touch */
-		while (f->checks)
-			pthread_cond_wait(&f->checked, &f->lock);
-		pthread_mutex_unlock(&f->lock);
-		pthread_cond_destroy(&f->checked);
-		pthread_mutex_destroy(&f->lock);
-		free(f->path);
+		free(f);
+		return;
 	}
-	inode_open(fs->it, f->ino, -1);
-	free(f);
+	pthread_mutex_lock(&f->lock);
+	release_writer_locked(fs, f);
+	/* a check still running (a task stuck in exec) frees f at its end */
+	f->released = true;
+	last = f->checks == 0;
+	pthread_mutex_unlock(&f->lock);
+	if (last)
+		file_free(f);
 }
 
 /* ---- unlink -------------------------------------------------------- */

@@ -134,6 +134,7 @@ struct kvfs_file {
 	bool flushed;	 /* a descriptor was closed since the last write */
 	unsigned checks; /* dying checks of closes still running */
 	pthread_cond_t checked; /* signalled as each one ends */
+	bool released;		/* the last check frees it (fs_block.c) */
 	/* open namespaces: where it is published, under fs->stage_lock
 	 * (a rename of the staging file moves it) */
 	bool open;

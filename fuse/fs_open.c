@@ -680,6 +680,29 @@ void fs_open_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 /* ---- readdir ------------------------------------------------------- */
 
+/* files of directory dir whose writer has closed them: let them be
+ * published before a listing starts (ls right after a close) */
+static void wait_closed_in(struct kvfs_fs *fs, uint32_t ns, const char *dir)
+{
+	size_t dl = strlen(dir);
+	uint64_t inos[16];
+	int n = 0;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (struct kvfs_file *f = fs->staging; f && n < 16;
+	     f = f->stage_next) {
+		const char *slash = strrchr(f->path, '/');
+		size_t pl = slash ? (size_t)(slash - f->path) : 0;
+
+		if (f->ns == ns && f->flushed && pl == dl &&
+		    strncmp(f->path, dir, dl) == 0)
+			inos[n++] = f->ino;
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	for (int i = 0; i < n; i++)
+		fs_wait_closing(fs, inos[i]);
+}
+
 int fs_open_readdir(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
 		    fuse_req_t req, char *buf, size_t size, off_t off,
 		    size_t *len)
@@ -693,6 +716,8 @@ int fs_open_readdir(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
 
 	if (dl < 0)
 		return (int)dl;
+	if (off == 0)
+		wait_closed_in(fs, ns, dir);
 	*len = 0;
 	memset(&st, 0, sizeof(st));
 	for (int i = (int)off; i < 2; i++) {

@@ -224,7 +224,10 @@ static struct kvfs_file *new_stager(struct kvfs_fs *fs, uint32_t ns,
 	memcpy(f->hash, o->key, KVFS_HASH_LEN);
 	*rc = kv_store_create_staging(fs->st, ns, &f->wh);
 	if (*rc < 0) {
-		fs_file_free(f);
+		pthread_cond_destroy(&f->checked);
+		pthread_mutex_destroy(&f->lock);
+		free(f->path);
+		free(f);
 		return NULL;
 	}
 	return f;
@@ -284,7 +287,10 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 			rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
 		if (rc < 0) {
 			kv_store_abort(fs->st, f->wh);
-			fs_file_free(f);
+			pthread_cond_destroy(&f->checked);
+			pthread_mutex_destroy(&f->lock);
+			free(f->path);
+			free(f);
 		}
 	}
 	if (rc < 0) {
@@ -343,7 +349,10 @@ int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
 		kv_store_put(fs->st, &ref);
 		if (rc < 0) {
 			kv_store_abort(fs->st, f->wh);
-			fs_file_free(f);
+			pthread_cond_destroy(&f->checked);
+			pthread_mutex_destroy(&f->lock);
+			free(f->path);
+			free(f);
 			return rc;
 		}
 	}

@@ -361,7 +361,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (ino < INODE_FIRST)
 		rc = -EISDIR;
 	else
-		rc = fs_open_block(fs, ino, fi, &f);
+		rc = fs_open_block(fs, ino, fuse_req_ctx(req)->pid, fi, &f);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;

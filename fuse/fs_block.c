@@ -188,7 +188,7 @@ int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
 	f->size = size;
 	/* a new version of a published file shares its inode with the old
 	 * one's readers: the attributes stay theirs until publication */
-	if (!f->reopen)
+	if (!f->shared)
 		inode_set_attr(fs->it, f->ino, size, 0);
 	return 0;
 }
@@ -208,8 +208,8 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct stat st;
 	int rc = inode_get(fs->it, ino, &in);
 
-	/* a new version's writer (fs_open_reopen) writes through the old
-	 * version's inode, which is not "writing" */
+	/* a new version's writer may write through the old version's
+	 * inode (fs_open_write), which is not "writing" */
 	if (rc == 0 && (in.kind != INODE_BLOCK ||
 			(!in.writing && !(f && f->kind == FILE_WRITE))))
 		rc = -EPERM;
@@ -238,7 +238,7 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		return;
 	}
 	fs_stat_block(fs, ino, in.size, 0, true, &st);
-	if (f && f->kind == FILE_WRITE && f->reopen) {
+	if (f && f->kind == FILE_WRITE && f->shared) {
 		/* its own size; the inode's stays the old version's */
 		st.st_size = (off_t)f->size;
 		fs_open_mode(&st);
@@ -569,8 +569,8 @@ void fs_abort_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 {
 	/* not writing first: a getattr racing us must not report the slot
 	 * of a block that is about to be someone else's.  A new version of
-	 * a published file (fs_open_reopen) leaves the old one's inode be. */
-	if (!f->reopen) {
+	 * a published file on its inode (fs_open_write) leaves it be. */
+	if (!f->shared) {
 		inode_set_writing(fs->it, f->ino, false);
 		inode_unhash(fs->it, f->ino);
 	} else {
@@ -718,13 +718,13 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- reading ------------------------------------------------------- */
 
-int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
-		  struct kvfs_file **out)
+int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
+		  struct fuse_file_info *fi, struct kvfs_file **out)
 {
 	struct kv_block_info bi;
 	struct inode_info in;
 	struct kvfs_file *f;
-	bool open;
+	bool open, redirected = false;
 	int rc = inode_get(fs->it, ino, &in);
 
 	if (rc < 0)
@@ -732,12 +732,12 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (in.kind != INODE_BLOCK)
 		return -EISDIR;
 	open = kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN;
+	if (open)
+		redirected = fs_open_redirected(fs, ino);
 	if (open &&
 	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
-		/* a new version of the name on this inode: its readers keep
-		 * their size, as the inode's attributes stay the old
-		 * version's (fs_open.c) */
-		return fs_open_reopen(fs, ino, &in, fi, out);
+		/* a new version of the name (fs_open.c) */
+		return fs_open_write(fs, ino, &in, redirected, tid, fi, out);
 	}
 	/* a reader right after the writer's close: wait for the seal */
 	if (in.closing_ns && fs_wait_closing(fs, ino)) {
@@ -749,7 +749,7 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		return -ENOENT; /* a staging file: nothing published yet */
 	/* the name now holds other bytes than this inode stood for: the
 	 * kernel looks it up again */
-	if (open && !in.hashed &&
+	if (open && !in.hashed && !redirected &&
 	    kv_store_stat(fs->st, in.ns, in.hash, &bi) == 0)
 		return -ESTALE;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {

@@ -101,6 +101,15 @@ struct kvfs_fs {
 	/* open namespaces: files being written, by ino (fs_open.c) */
 	pthread_mutex_t stage_lock;
 	struct kvfs_file *staging; /* list through kvfs_file.stage_next */
+	/* write opens of published names sent back for a private inode
+	 * (fs_open.c, "redirects"), under stage_lock */
+	struct fs_redirect {
+		uint32_t ns;
+		pid_t tid;
+		uint8_t key[KVFS_HASH_LEN];
+		uint64_t ino;	/* the private inode, once looked up */
+		uint64_t at_ns; /* monotonic; 0: a free entry */
+	} redirect[16];
 };
 
 enum file_kind {
@@ -138,7 +147,8 @@ struct kvfs_file {
 	/* open namespaces: where it is published, under fs->stage_lock
 	 * (a rename of the staging file moves it) */
 	bool open;
-	bool reopen;   /* a new version on a published file's inode */
+	bool reopen;   /* a new version of a published name */
+	bool shared;   /* on the old version's inode (fs_open.c) */
 	bool unlinked; /* its name was unlinked before publication */
 	char *path;
 	struct kvfs_file *stage_next;
@@ -200,8 +210,9 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		      int to_set, struct fuse_file_info *fi);
 void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	       struct fuse_file_info *fi);
-int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
-		  struct kvfs_file **out);
+/* an open by thread tid (fs_open_write needs it) */
+int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
+		  struct fuse_file_info *fi, struct kvfs_file **out);
 void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size, off_t off);
 void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		  off_t off, struct fuse_file_info *fi);
@@ -229,9 +240,14 @@ void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name);
 void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name, struct fuse_file_info *fi);
-int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
-		   const struct inode_info *in, struct fuse_file_info *fi,
-		   struct kvfs_file **out);
+/* an open of a file in an open namespace, before fs_open_block's checks:
+ * 1 when ino was looked up for the opener as a private inode (the open
+ * consumes that), 0 when not */
+int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino);
+/* an open for writing of a file in an open namespace, by thread tid */
+int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
+		  const struct inode_info *in, bool redirected, pid_t tid,
+		  struct fuse_file_info *fi, struct kvfs_file **out);
 void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 			  struct kvfs_file *f, size_t size, off_t off);
 void fs_open_release_locked(struct kvfs_fs *fs, struct kvfs_file *f);

@@ -15,12 +15,11 @@
  *   release  the last descriptor: published under the path it has then
  *            (a rename before that moved it), replacing what was there
  *   open     for writing (O_TRUNC or not) of a published file: a new
- *            staging version of the same path on the old version's
- *            inode, written through direct_io, out of its page cache.
- *            The inode's attributes stay the old version's, so readers
- *            that share it keep their size: the kernel asks again after
- *            O_TRUNC and after each write, and gets the old one.  At the
- *            publication the inode leaves the name's key.
+ *            staging version of the same path, on a private inode of
+ *            its own (the redirects below), so that the kernel's
+ *            truncation and size changes never reach the old version's
+ *            readers and mappings.  At the publication the private
+ *            inode takes the name's key, as a created file's does.
  *   rename   of a staging file: moves its path (waiting for a closed one
  *            to be published first); of a published file: kv_store_rename
  *   unlink   removes the published file, and makes staging files of the
@@ -31,6 +30,18 @@
  * replaced or moved-away file's inode is unhashed before the store moves,
  * and an open of an unhashed inode whose name now holds other bytes is
  * ESTALE, which makes the kernel look the name up again.
+ *
+ * Redirects.  An open for writing arrives on the inode the kernel found
+ * for the name, which readers of the published version may hold and map;
+ * the kernel cuts that inode's size at once on O_TRUNC (a mapping past
+ * the cut is SIGBUS) and takes the writer's size from every attribute
+ * reply.  So the open is answered ESTALE, and the thread is remembered
+ * with the name for a moment: the kernel retries the open once, looking
+ * the name up again from the same thread, and that lookup alone gets a
+ * private inode (entry timeout 0, so no other walk keeps it), which the
+ * retried open then writes.  Should the retry come without the lookup,
+ * the write shares the old inode as a last resort (f->shared): its
+ * attributes then stay the old version's until publication.
  */
 #include "config.h"
 
@@ -116,6 +127,120 @@ static void notify_path(struct kvfs_fs *fs, uint32_t ns, const char *path)
 		fs_notify_entry(fs, parent, name);
 }
 
+/* ---- redirects (see the top) --------------------------------------- */
+
+#define REDIRECT_NS 2000000000ull /* how long the retry has, generously */
+
+static bool redirect_live(const struct fs_redirect *r, uint64_t now)
+{
+	return r->at_ns && now - r->at_ns < REDIRECT_NS;
+}
+
+/* the live redirect of (ns, key) for tid; stage_lock held */
+static struct fs_redirect *redirect_find(struct kvfs_fs *fs, uint32_t ns,
+					 const uint8_t *key, pid_t tid)
+{
+	uint64_t now = kvfs_mono_ns();
+
+	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
+	     i++) {
+		struct fs_redirect *r = &fs->redirect[i];
+
+		if (redirect_live(r, now) && r->ns == ns && r->tid == tid &&
+		    memcmp(r->key, key, KVFS_HASH_LEN) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* remember (ns, key, tid): false when every entry is live */
+static bool redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
+			 pid_t tid)
+{
+	uint64_t now = kvfs_mono_ns();
+	bool ok = false;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
+	     i++) {
+		struct fs_redirect *r = &fs->redirect[i];
+
+		if (!redirect_live(r, now)) {
+			r->ns = ns;
+			r->tid = tid;
+			memcpy(r->key, key, KVFS_HASH_LEN);
+			r->ino = 0;
+			r->at_ns = now ? now : 1;
+			ok = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	return ok;
+}
+
+int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino)
+{
+	uint64_t now = kvfs_mono_ns();
+	int found = 0;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
+	     i++) {
+		struct fs_redirect *r = &fs->redirect[i];
+
+		if (redirect_live(r, now) && r->ino == ino) {
+			r->at_ns = 0;
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	return found;
+}
+
+/* a lookup by a thread whose write open was sent back: 1 when answered
+ * with its private inode, 0 when there is none to answer (go on) */
+static int lookup_redirected(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
+			     const struct opath *o)
+{
+	struct kv_block_info bi;
+	struct fs_redirect *r;
+	struct stat st;
+	uint64_t ino = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	r = redirect_find(fs, ns, o->key, fuse_req_ctx(req)->pid);
+	if (r && kv_store_stat(fs->st, ns, o->key, &bi) < 0)
+		r->at_ns = 0; /* gone meanwhile: an ordinary miss */
+	else if (r) {
+		/* the kernel may look up twice (a revalidation, then the
+		 * lookup proper) and forget the first */
+		if (r->ino && inode_lookup_ino(fs->it, r->ino) == 0)
+			ino = r->ino;
+		else
+			rc = inode_lookup_private(fs->it, INODE_BLOCK, ns,
+						  o->key, &ino);
+		if (rc == 0) {
+			r->ino = ino;
+			rc = inode_set_path(fs->it, ino, o->p);
+		}
+		if (rc == 0)
+			inode_set_attr(fs->it, ino, bi.size, bi.seal_ns);
+	}
+	pthread_mutex_unlock(&fs->stage_lock);
+	if (!ino)
+		return 0;
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return 1;
+	}
+	fs_stat_block(fs, ino, bi.size, bi.seal_ns, false, &st);
+	fs_open_mode(&st);
+	fs_reply_entry(req, fs, &st, 0, 0);
+	return 1;
+}
+
 /* ---- lookup -------------------------------------------------------- */
 
 static void reply_dir(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
@@ -155,6 +280,8 @@ void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		reply_dir(req, fs, ns, &o);
 		return;
 	}
+	if (lookup_redirected(req, fs, ns, &o))
+		return;
 	ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
 	if (ino && fs_wait_closing(fs, ino))
 		ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
@@ -317,26 +444,47 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	}
 }
 
-/* a new version of a published (or staging) file, opened for writing */
-int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
-		   const struct inode_info *in, struct fuse_file_info *fi,
-		   struct kvfs_file **out)
+/*
+ * A new version of a published (or staging) file, opened for writing: on
+ * a private inode (redirected), or sharing the inode of the old version
+ * or of the staging file the writer had.
+ */
+int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
+		  const struct inode_info *in, bool redirected, pid_t tid,
+		  struct fuse_file_info *fi, struct kvfs_file **out)
 {
 	struct kvfs_file *f;
 	struct kv_ref ref;
 	struct opath o;
 	long pl = inode_path(fs->it, ino, o.p, sizeof(o.p));
+	bool retried;
 	int rc;
 
 	if (pl <= 0)
 		return pl < 0 ? (int)pl : -ENOENT;
 	o.len = (size_t)pl;
 	memcpy(o.key, in->hash, KVFS_HASH_LEN);
+	if (!redirected && !in->writing) {
+		pthread_mutex_lock(&fs->stage_lock);
+		struct fs_redirect *r = redirect_find(fs, in->ns, o.key, tid);
+
+		retried = r != NULL;
+		if (r)
+			r->at_ns = 0; /* the retry came without its lookup */
+		pthread_mutex_unlock(&fs->stage_lock);
+		if (!retried && redirect_add(fs, in->ns, o.key, tid))
+			return -ESTALE;
+	}
 	f = new_stager(fs, in->ns, &o, &rc);
 	if (!f)
 		return rc;
 	f->ino = ino;
 	f->reopen = true;
+	f->shared = !redirected;
+	if (redirected) {
+		inode_set_writing(fs->it, ino, true);
+		inode_set_attr(fs->it, ino, 0, 0);
+	}
 	/* without O_TRUNC it starts as a copy of what the name holds */
 	if (!(fi->flags & O_TRUNC) &&
 	    kv_store_get(fs->st, in->ns, in->hash, &ref) == 0) {
@@ -358,8 +506,8 @@ int fs_open_reopen(struct kvfs_fs *fs, fuse_ino_t ino,
 	}
 	inode_open(fs->it, ino, 1);
 	stage_add(fs, f);
-	/* the inode is the old version's: keep our bytes out of its cache */
-	fi->direct_io = 1;
+	/* a shared inode's cache holds the old version: keep ours out */
+	fi->direct_io = f->shared;
 	fi->keep_cache = 0;
 	*out = f;
 	return 0;
@@ -389,7 +537,7 @@ static int publish_locked(struct kvfs_fs *fs, struct kvfs_file *f,
 {
 	uint8_t key[KVFS_HASH_LEN];
 	struct kv_block_info bi;
-	bool stager = !f->reopen, displaced = false;
+	bool stager = !f->shared, displaced = false;
 	uint64_t other;
 	int rc = kvfs_path_key(path, strlen(path), key);
 
@@ -611,10 +759,12 @@ static int rename_staging(struct kvfs_fs *fs, uint32_t ns,
 		p = NULL;
 		ino = f->ino;
 		reopen = f->reopen;
-		if (!reopen) {
+		/* a new version's private inode keeps out of the name's key
+		 * until publication, as the published version moves too */
+		if (!reopen)
 			inode_rekey(fs->it, ino, to->key);
+		if (!f->shared)
 			inode_set_path(fs->it, ino, to->p);
-		}
 	} else {
 		rc = 0; /* published meanwhile: the caller renames that */
 	}

@@ -300,6 +300,18 @@ int inode_lookup_private(struct inode_table *t, enum inode_kind kind,
 	return rc;
 }
 
+int inode_lookup_ino(struct inode_table *t, uint64_t ino)
+{
+	struct entry *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = by_ino(t, ino);
+	if (e)
+		e->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+	return e ? 0 : -ENOENT;
+}
+
 int inode_rekey(struct inode_table *t, uint64_t ino, const uint8_t *hash)
 {
 	struct entry *e, *old;

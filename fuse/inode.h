@@ -89,6 +89,9 @@ int inode_lookup(struct inode_table *t, enum inode_kind kind, uint32_t ns,
  * staging file whose name a published file holds), one lookup counted */
 int inode_lookup_private(struct inode_table *t, enum inode_kind kind,
 			 uint32_t ns, const uint8_t *hash, uint64_t *ino);
+/* one more kernel lookup on ino, hashed or not: -ENOENT when the table
+ * has no such entry (any more) */
+int inode_lookup_ino(struct inode_table *t, uint64_t ino);
 /* map the key (kind of ino, ino's ns, hash) to ino, unhashing whatever
  * entry it mapped to: 1 when there was one, 0 when not; -ENOENT for an
  * unknown ino */

@@ -112,6 +112,39 @@ START_TEST(test_unhash)
 }
 END_TEST
 
+/* a private entry: the key keeps its own; more lookups by ino, and a
+ * lookup of an entry forgotten is ENOENT (inos are never reused) */
+START_TEST(test_private)
+{
+	struct inode_table *t;
+	struct inode_info in;
+	uint8_t h[KVFS_HASH_LEN];
+	uint64_t pub, priv;
+
+	ck_assert_int_eq(inode_table_new(&t), 0);
+	hash_of(9, h);
+	ck_assert_int_eq(inode_lookup(t, INODE_BLOCK, 1, h, &pub), 0);
+	ck_assert_int_eq(inode_lookup_private(t, INODE_BLOCK, 1, h, &priv), 0);
+	ck_assert_uint_ne(pub, priv);
+	ck_assert_uint_eq(inode_find(t, INODE_BLOCK, 1, h), pub);
+	ck_assert_int_eq(inode_get(t, priv, &in), 0);
+	ck_assert(!in.hashed);
+	ck_assert_int_eq(inode_lookup_ino(t, priv), 0);
+	inode_forget(t, priv, 1);
+	ck_assert_int_eq(inode_get(t, priv, &in), 0); /* one lookup left */
+	inode_forget(t, priv, 1);
+	ck_assert_int_eq(inode_get(t, priv, &in), -ENOENT);
+	ck_assert_int_eq(inode_lookup_ino(t, priv), -ENOENT);
+	/* taking the key over (a publication) unhashes the public entry */
+	ck_assert_int_eq(inode_lookup_private(t, INODE_BLOCK, 1, h, &priv), 0);
+	ck_assert_int_eq(inode_rekey(t, priv, h), 1);
+	ck_assert_uint_eq(inode_find(t, INODE_BLOCK, 1, h), priv);
+	ck_assert_int_eq(inode_get(t, pub, &in), 0);
+	ck_assert(!in.hashed);
+	inode_table_free(t);
+}
+END_TEST
+
 START_TEST(test_block_state)
 {
 	struct inode_table *t;
@@ -268,6 +301,7 @@ int main(void)
 	tcase_add_test(tc, test_same_key_same_ino);
 	tcase_add_test(tc, test_forget_counts);
 	tcase_add_test(tc, test_unhash);
+	tcase_add_test(tc, test_private);
 	tcase_add_test(tc, test_block_state);
 	tcase_add_test(tc, test_missed);
 	tcase_add_test(tc, test_growth_and_snapshot);

@@ -166,6 +166,33 @@ def main():
     os.close(fd)
     check(read_file(slot) == b"B" * 10 + b"CC" + b"B" * 3688,
           "a write open without O_TRUNC edits a copy")
+    # a mapping of the old version outlives a rewrite: the kernel cuts
+    # the size of the inode an O_TRUNC open is on (SIGBUS past the cut)
+    mp = os.path.join(NS, "mapped-old.bin")
+    write_file(mp, b"M" * 20000)
+    m = mmap.mmap(os.open(mp, os.O_RDONLY), 0, prot=mmap.PROT_READ)
+    check(m[:4096] == b"M" * 4096, "a mapping of a published file")
+    for flags, what in ((os.O_WRONLY | os.O_TRUNC, "an O_TRUNC rewrite"),
+                        (os.O_RDWR, "a rewrite without O_TRUNC")):
+        fd = os.open(mp, flags)
+        size = os.fstat(fd).st_size
+        os.write(fd, b"n" * 10)
+        os.ftruncate(fd, 5)
+        check(size == (0 if flags & os.O_TRUNC else 20000) and
+              os.fstat(fd).st_size == 5,
+              "%s: its writer's fstat shows its own file" % what)
+        for when in ("during", "after"):
+            pid = os.fork()
+            if pid == 0:  # a SIGBUS kills the child, not the test
+                os._exit(0 if m[:] == b"M" * 20000 else 1)
+            st = os.waitpid(pid, 0)[1]
+            check(st == 0, "the old mapping reads whole %s %s "
+                  "(wait status %d)" % (when, what, st))
+            if when == "during":
+                os.close(fd)
+                check(read_file(mp) == b"n" * 5, "%s is published" % what)
+        write_file(mp, b"M" * 20000)  # the next round starts over
+    m.close()
 
     # many small writes, writev, pwrite, ftruncate, header then data
     p = os.path.join(NS, "vec.bin")

@@ -283,9 +283,7 @@ static int new_writer(struct kvfs_fs *fs, uint32_t ns,
 out_abort:
 	kv_store_abort(fs->st, f->wh);
 out_free:
-	pthread_cond_destroy(&f->checked);
-	pthread_mutex_destroy(&f->lock);
-	free(f);
+	fs_file_free(f);
 	return rc;
 }
 
@@ -461,8 +459,6 @@ static struct {
 	 PTHREAD_ONCE_INIT,
 	 false };
 
-static void file_free(struct kvfs_file *f);
-
 /* the checker: one thread for the process, the checks one at a time */
 static void *dying_checker(void *arg)
 {
@@ -495,7 +491,7 @@ static void *dying_checker(void *arg)
 		pthread_cond_broadcast(&f->checked);
 		pthread_mutex_unlock(&f->lock);
 		if (last)
-			file_free(f);
+			fs_file_free(f);
 
 		pthread_mutex_lock(&dc.lock);
 		c->done = true;
@@ -536,7 +532,7 @@ static void dying_check(struct kvfs_file *f, pid_t pid)
 		pthread_cond_broadcast(&f->checked);
 		pthread_mutex_unlock(&f->lock);
 		if (last)
-			file_free(f);
+			fs_file_free(f);
 		return;
 	}
 	c->f = f;
@@ -805,7 +801,7 @@ void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size, off_t off)
 	fuse_reply_data(req, &bv, 0);
 }
 
-static void file_free(struct kvfs_file *f)
+void fs_file_free(struct kvfs_file *f)
 {
 	pthread_cond_destroy(&f->checked);
 	pthread_mutex_destroy(&f->lock);
@@ -830,7 +826,7 @@ void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f)
 	last = f->checks == 0;
 	pthread_mutex_unlock(&f->lock);
 	if (last)
-		file_free(f);
+		fs_file_free(f);
 }
 
 /* ---- unlink -------------------------------------------------------- */

@@ -218,6 +218,8 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		  off_t off, struct fuse_file_info *fi);
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f);
+/* a writer's file, its lock and condition initialized, nothing else held */
+void fs_file_free(struct kvfs_file *f);
 /* a write error or a dying writer: nothing is published (f->lock held) */
 void fs_abort_locked(struct kvfs_fs *fs, struct kvfs_file *f);
 int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,

@@ -351,10 +351,7 @@ static struct kvfs_file *new_stager(struct kvfs_fs *fs, uint32_t ns,
 	memcpy(f->hash, o->key, KVFS_HASH_LEN);
 	*rc = kv_store_create_staging(fs->st, ns, &f->wh);
 	if (*rc < 0) {
-		pthread_cond_destroy(&f->checked);
-		pthread_mutex_destroy(&f->lock);
-		free(f->path);
-		free(f);
+		fs_file_free(f);
 		return NULL;
 	}
 	return f;
@@ -414,10 +411,7 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 			rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
 		if (rc < 0) {
 			kv_store_abort(fs->st, f->wh);
-			pthread_cond_destroy(&f->checked);
-			pthread_mutex_destroy(&f->lock);
-			free(f->path);
-			free(f);
+			fs_file_free(f);
 		}
 	}
 	if (rc < 0) {
@@ -497,10 +491,7 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		kv_store_put(fs->st, &ref);
 		if (rc < 0) {
 			kv_store_abort(fs->st, f->wh);
-			pthread_cond_destroy(&f->checked);
-			pthread_mutex_destroy(&f->lock);
-			free(f->path);
-			free(f);
+			fs_file_free(f);
 			return rc;
 		}
 	}

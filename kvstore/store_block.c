@@ -341,12 +341,40 @@ void store_count_lookup(struct kv_store *st, struct store_ns *n, uint64_t hits,
 
 /* ---- writing ------------------------------------------------------- */
 
+void blk_start(struct kv_store *st, uint32_t slot, uint32_t ns,
+	       const uint8_t *hash, const uint8_t *parent)
+{
+	struct blk *b = &st->blk[slot];
+	struct store_ns *n = store_ns_get(st, ns);
+
+	if (hash)
+		memcpy(b->hash, hash, KVFS_HASH_LEN);
+	else
+		memset(b->hash, 0, KVFS_HASH_LEN);
+	b->has_parent = parent != NULL;
+	if (parent)
+		memcpy(b->parent, parent, KVFS_HASH_LEN);
+	else
+		memset(b->parent, 0, KVFS_HASH_LEN);
+	b->staged = hash ? 0 : 1;
+	b->ns = ns;
+	b->size = 0;
+	b->refs = 0;
+	b->nchild = 0;
+	b->parent_slot = NIL;
+	b->list = LIST_NONE;
+	b->state = BLK_WRITING;
+	if (hash)
+		tab_insert(st, slot);
+	n->s.writing++;
+	st->total.writing++;
+}
+
 int kv_store_create(struct kv_store *st, uint32_t ns,
 		    const uint8_t hash[KVFS_HASH_LEN], const uint8_t *parent,
 		    uint32_t *wh)
 {
 	struct store_ns *n;
-	struct blk *b;
 	uint32_t slot;
 	int rc;
 
@@ -365,23 +393,7 @@ int kv_store_create(struct kv_store *st, uint32_t ns,
 	rc = blk_slot_alloc(st, &slot);
 	if (rc < 0)
 		goto out_unlock;
-	b = &st->blk[slot];
-	memcpy(b->hash, hash, KVFS_HASH_LEN);
-	b->has_parent = parent != NULL;
-	if (parent)
-		memcpy(b->parent, parent, KVFS_HASH_LEN);
-	else
-		memset(b->parent, 0, KVFS_HASH_LEN);
-	b->ns = ns;
-	b->size = 0;
-	b->refs = 0;
-	b->nchild = 0;
-	b->parent_slot = NIL;
-	b->list = LIST_NONE;
-	b->state = BLK_WRITING;
-	tab_insert(st, slot);
-	n->s.writing++;
-	st->total.writing++;
+	blk_start(st, slot, ns, hash, parent);
 	*wh = slot;
 out_unlock:
 	pthread_mutex_unlock(&st->lock);

@@ -210,6 +210,10 @@ uint32_t blk_find_sealed(struct kv_store *st, uint32_t ns,
 bool blk_wait_closing(struct kv_store *st, uint32_t s, uint64_t *deadline);
 struct blk *blk_writing(struct kv_store *st, uint32_t wh);
 int blk_slot_alloc(struct kv_store *st, uint32_t *slot);
+/* a freshly allocated slot becomes a block being written in ns: under
+ * hash (in the hash table), or with hash NULL a staging block (staged) */
+void blk_start(struct kv_store *st, uint32_t slot, uint32_t ns,
+	       const uint8_t *hash, const uint8_t *parent);
 
 /* store_open.c, lock held */
 /* a file entered (+1) or left (-1) its directory's counts */

@@ -314,7 +314,6 @@ static void supersede(struct kv_store *st, uint32_t ns,
 int kv_store_create_staging(struct kv_store *st, uint32_t ns, uint32_t *wh)
 {
 	struct store_ns *n;
-	struct blk *b;
 	uint32_t slot;
 	int rc;
 
@@ -326,20 +325,7 @@ int kv_store_create_staging(struct kv_store *st, uint32_t ns, uint32_t *wh)
 	if (rc == 0)
 		rc = blk_slot_alloc(st, &slot);
 	if (rc == 0) {
-		b = &st->blk[slot];
-		memset(b->hash, 0, KVFS_HASH_LEN);
-		memset(b->parent, 0, KVFS_HASH_LEN);
-		b->has_parent = 0;
-		b->staged = 1;
-		b->ns = ns;
-		b->size = 0;
-		b->refs = 0;
-		b->nchild = 0;
-		b->parent_slot = NIL;
-		b->list = LIST_NONE;
-		b->state = BLK_WRITING;
-		n->s.writing++;
-		st->total.writing++;
+		blk_start(st, slot, ns, NULL, NULL); /* no name: staged */
 		*wh = slot;
 	}
 	pthread_mutex_unlock(&st->lock);

@@ -181,33 +181,35 @@ out_errno:
 }
 
 /* seed then count links, all through one ctx (this is the hot path) */
+/* the chain of count blocks; ns NULL: no seed (SGLang's page keys, whose
+ * first link hashes its tokens alone) */
 static int chain_ctx(EVP_MD_CTX *ctx, const char *ns, uint32_t block_tokens,
 		     const uint32_t *tok, size_t count,
 		     uint8_t (*out)[KVFS_HASH_LEN])
 {
 	uint8_t seed[KVFS_HASH_LEN];
-	const uint8_t *prev = seed;
-	int rc;
+	const uint8_t *prev = ns ? seed : NULL;
+	int rc = ns ? seed_ctx(ctx, ns, block_tokens, seed) : 0;
 
-	rc = seed_ctx(ctx, ns, block_tokens, seed);
 	for (size_t i = 0; !rc && i < count; i++) {
-		rc = link_ctx(ctx, 0, prev, tok + i * block_tokens,
+		rc = link_ctx(ctx, !ns && i == 0, prev, tok + i * block_tokens,
 			      block_tokens, out[i]);
 		prev = out[i];
 	}
 	return rc;
 }
 
-long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
-		     size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
-		     size_t max_out)
+/* kvfs_hash_chain and kvfs_hash_chain_sglang, ns checked (or NULL) */
+static long chain_run(const char *ns, uint32_t block_tokens,
+		      const uint32_t *tok, size_t ntokens,
+		      uint8_t (*out)[KVFS_HASH_LEN], size_t max_out)
 {
 	int saved = errno;
 	EVP_MD_CTX *ctx;
 	size_t count;
 	int rc;
 
-	if (kvfs_ns_valid(ns) || !block_tokens_valid(block_tokens))
+	if (!block_tokens_valid(block_tokens))
 		return -EINVAL;
 	if ((!tok && ntokens > 0) || (!out && max_out > 0))
 		return -EINVAL;
@@ -229,50 +231,20 @@ out_errno:
 	return rc ? rc : (long)count;
 }
 
-/* the links alone, no seed: the first page's input is its tokens only */
-static int chain_sglang_ctx(EVP_MD_CTX *ctx, uint32_t page_tokens,
-			    const uint32_t *tok, size_t count,
-			    uint8_t (*out)[KVFS_HASH_LEN])
+long kvfs_hash_chain(const char *ns, uint32_t block_tokens, const uint32_t *tok,
+		     size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
+		     size_t max_out)
 {
-	const uint8_t *prev = NULL;
-	int rc = 0;
-
-	for (size_t i = 0; !rc && i < count; i++) {
-		rc = link_ctx(ctx, i == 0, prev, tok + i * page_tokens,
-			      page_tokens, out[i]);
-		prev = out[i];
-	}
-	return rc;
+	if (kvfs_ns_valid(ns))
+		return -EINVAL;
+	return chain_run(ns, block_tokens, tok, ntokens, out, max_out);
 }
 
 long kvfs_hash_chain_sglang(uint32_t page_tokens, const uint32_t *tok,
 			    size_t ntokens, uint8_t (*out)[KVFS_HASH_LEN],
 			    size_t max_out)
 {
-	int saved = errno;
-	EVP_MD_CTX *ctx;
-	size_t count;
-	int rc;
-
-	if (!block_tokens_valid(page_tokens))
-		return -EINVAL;
-	if ((!tok && ntokens > 0) || (!out && max_out > 0))
-		return -EINVAL;
-	count = ntokens / page_tokens;
-	if (count > max_out)
-		count = max_out;
-	if (count == 0)
-		return 0;
-	ctx = EVP_MD_CTX_new();
-	if (!ctx) {
-		rc = -ENOMEM;
-		goto out_errno;
-	}
-	rc = chain_sglang_ctx(ctx, page_tokens, tok, count, out);
-	EVP_MD_CTX_free(ctx);
-out_errno:
-	errno = saved;
-	return rc ? rc : (long)count;
+	return chain_run(NULL, page_tokens, tok, ntokens, out, max_out);
 }
 
 void kvfs_hash_to_hex(const uint8_t h[KVFS_HASH_LEN],

@@ -44,9 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const void *payload;
 	size_t flen;
 
-	kv_auth_init(&srv, KV_AUTH_SERVER, secret, sizeof(secret) - 1);
-	kv_auth_init(&cli, KV_AUTH_CLIENT, secret, sizeof(secret) - 1);
-	kv_auth_client_hello(&cli, &out);
+	kv_auth_init(&srv, KV_AUTH_SERVER, secret, sizeof(secret) - 1, NULL);
+	kv_auth_init(&cli, KV_AUTH_CLIENT, secret, sizeof(secret) - 1, NULL);
+	kv_auth_client_hello(&cli, NULL, &out);
 	while (size > 0) {
 		if (kv_wire_parse(data, size, &m, &payload, &flen) != 0)
 			break;

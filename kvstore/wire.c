@@ -22,7 +22,7 @@ struct wire_type {
 };
 
 static const struct wire_type types[] = {
-	[KV_WIRE_HELLO] = { "HELLO", 36, -1, false },
+	[KV_WIRE_HELLO] = { "HELLO", 36 + 2 * KV_WIRE_ID_LEN, -1, false },
 	[KV_WIRE_CHALLENGE] = { "CHALLENGE", 64, -1, false },
 	[KV_WIRE_AUTH] = { "AUTH", 32, -1, false },
 	[KV_WIRE_AUTH_OK] = { "AUTH_OK", 4, -1, false },
@@ -83,7 +83,7 @@ int kv_wire_hdr_decode(const void *buf, size_t len, struct kv_wire_hdr *h)
 	h->payload_len = kv_get_le32(p + 8);
 	h->meta_len = kv_get_le16(p + 12);
 	h->id = kv_get_le64(p + 16);
-	if (!kv_wire_type_known(h->type) || h->flags != 0 ||
+	if (!kv_wire_type_known(h->type) || (h->flags & ~KV_WIRE_F_TAGGED) ||
 	    kv_get_le16(p + 14) != 0)
 		return -EBADMSG;
 	if (h->payload_len > KV_WIRE_MAX_PAYLOAD ||
@@ -91,6 +91,40 @@ int kv_wire_hdr_decode(const void *buf, size_t len, struct kv_wire_hdr *h)
 		return -EBADMSG;
 	if (!types[h->type].data && h->payload_len != h->meta_len)
 		return -EBADMSG;
+	return 0;
+}
+
+void kv_wire_set_tagged(void *hdr)
+{
+	uint8_t *p = hdr;
+
+	kv_put_le16(p + 6, kv_get_le16(p + 6) | KV_WIRE_F_TAGGED);
+}
+
+/* a node id field: printable id bytes, then NULs only */
+static int id_decode(const uint8_t *p, char *out)
+{
+	size_t n = strnlen((const char *)p, KV_WIRE_ID_LEN);
+
+	if (n == KV_WIRE_ID_LEN)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] <= ' ' || p[i] > '~' || p[i] == '@')
+			return -EBADMSG;
+	for (size_t i = n; i < KV_WIRE_ID_LEN; i++)
+		if (p[i])
+			return -EBADMSG;
+	memcpy(out, p, n + 1);
+	return 0;
+}
+
+static int id_encode(uint8_t *p, const char *id)
+{
+	size_t n = strnlen(id, KV_WIRE_ID_LEN);
+
+	if (n == KV_WIRE_ID_LEN)
+		return -EINVAL;
+	memcpy(p, id, n); /* the rest is zero already */
 	return 0;
 }
 
@@ -201,6 +235,9 @@ int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 	case KV_WIRE_HELLO:
 		memcpy(m->nonce, p, KV_WIRE_NONCE_LEN);
 		m->transports = kv_get_le32(p + 32);
+		rc = id_decode(p + 36, m->node);
+		if (rc == 0)
+			rc = id_decode(p + 36 + KV_WIRE_ID_LEN, m->target);
 		break;
 	case KV_WIRE_CHALLENGE:
 		memcpy(m->nonce, p, KV_WIRE_NONCE_LEN);
@@ -295,6 +332,9 @@ long kv_wire_encode(const struct kv_wire_msg *m, void *buf, size_t cap)
 	case KV_WIRE_HELLO:
 		memcpy(p, m->nonce, KV_WIRE_NONCE_LEN);
 		kv_put_le32(p + 32, m->transports);
+		if (id_encode(p + 36, m->node) < 0 ||
+		    id_encode(p + 36 + KV_WIRE_ID_LEN, m->target) < 0)
+			return -EINVAL;
 		break;
 	case KV_WIRE_CHALLENGE:
 		memcpy(p, m->nonce, KV_WIRE_NONCE_LEN);
@@ -365,14 +405,17 @@ int kv_wire_parse(const void *buf, size_t len, struct kv_wire_msg *m,
 	rc = kv_wire_hdr_decode(buf, len, &h);
 	if (rc < 0)
 		return rc;
-	if (len - KV_WIRE_HDR_LEN < h.payload_len)
+	if (len - KV_WIRE_HDR_LEN < h.payload_len + kv_wire_tags_len(&h))
 		return -EAGAIN;
 	rc = kv_wire_decode(&h, p + KV_WIRE_HDR_LEN, h.meta_len, m);
 	if (rc < 0)
 		return rc;
+	/* the data follows the meta's tag, if any */
 	if (data)
-		*data = p + KV_WIRE_HDR_LEN + h.meta_len;
+		*data = p + KV_WIRE_HDR_LEN + h.meta_len +
+			(kv_wire_tags_len(&h) ? KV_WIRE_TAG_LEN : 0);
 	if (frame_len)
-		*frame_len = KV_WIRE_HDR_LEN + (size_t)h.payload_len;
+		*frame_len = KV_WIRE_HDR_LEN + (size_t)h.payload_len +
+			     kv_wire_tags_len(&h);
 	return 0;
 }

@@ -7,13 +7,24 @@
  * the block's bytes (payload_len - meta_len of them, which must equal the
  * meta's size field).  Integers are little-endian.
  *
+ * Tags: every frame after the handshake has flag bit 0 set and carries
+ * 16-byte tags that payload_len does not count: one right after the meta
+ * (over header and meta), and for GET_OK and PUT one more right after the
+ * data (over the data).  A tag is ChaCha20-Poly1305's over no plaintext
+ * (the bytes are its associated data) under the sender's direction key
+ * of the session, with a 12-byte nonce of four zero bytes and a 64-bit
+ * little-endian count of the tags that direction has sent before
+ * (auth.h).  So a receiver acts on no meta and
+ * seals no data before its tag checks, and a frame replayed, reordered,
+ * reflected or altered fails.
+ *
  * Header:
  *
  *   offset  size  field
  *   0       4     magic "KVXF"
- *   4       1     version (KV_WIRE_VERSION, 1)
+ *   4       1     version (KV_WIRE_VERSION, 2)
  *   5       1     type (enum kv_wire_type)
- *   6       2     flags, 0 (none defined in version 1)
+ *   6       2     flags: bit 0 tagged (above); others 0
  *   8       4     payload_len, <= KV_WIRE_MAX_PAYLOAD
  *   12      2     meta_len, <= payload_len and <= KV_WIRE_META_MAX
  *   14      2     reserved, 0
@@ -23,7 +34,9 @@
  * "blk" is the 56-byte block description below):
  *
  *   type            meta (offset size field)
- *   HELLO      1    0 32 client nonce; 32 4 transports (bit 0 tcp, 1 rdma)
+ *   HELLO      1    0 32 client nonce; 32 4 transports (bit 0 tcp, 1 rdma);
+ *                   36 64 client node id; 100 64 node id the client
+ *                   dialled (ids NUL-padded, "" for none)
  *   CHALLENGE  2    0 32 server nonce; 32 32 server proof (HMAC)
  *   AUTH       3    0 32 client proof (HMAC)
  *   AUTH_OK    4    0 4 transports the server offers
@@ -76,7 +89,7 @@
 #include <stdint.h>
 
 #define KV_WIRE_MAGIC "KVXF"
-#define KV_WIRE_VERSION 1
+#define KV_WIRE_VERSION 2
 #define KV_WIRE_HDR_LEN 24u
 #define KV_WIRE_META_MAX 512u
 #define KV_WIRE_MAX_DATA (1u << 30) /* largest block on the wire */
@@ -86,6 +99,9 @@
 #define KV_WIRE_MAC_LEN 32
 #define KV_WIRE_NS_MAX 255
 #define KV_WIRE_BLK_LEN 56u
+#define KV_WIRE_ID_LEN 64 /* a node id field: up to 63 bytes, NUL-padded */
+#define KV_WIRE_TAG_LEN 16
+#define KV_WIRE_F_TAGGED (1u << 0)
 
 #define KV_WIRE_TP_TCP (1u << 0)
 #define KV_WIRE_TP_RDMA (1u << 1)
@@ -156,6 +172,8 @@ struct kv_wire_msg {
 	uint8_t nonce[KV_WIRE_NONCE_LEN];
 	uint8_t mac[KV_WIRE_MAC_LEN];
 	uint32_t transports;
+	char node[KV_WIRE_ID_LEN];   /* HELLO: the client's node id */
+	char target[KV_WIRE_ID_LEN]; /* HELLO: the node it dialled */
 	/* replies */
 	uint32_t err;	  /* ERR: positive errno */
 	uint32_t present; /* HAS_OK */
@@ -188,6 +206,17 @@ int kv_wire_hdr_decode(const void *buf, size_t len, struct kv_wire_hdr *h);
 int kv_wire_decode(const struct kv_wire_hdr *h, const void *meta, size_t len,
 		   struct kv_wire_msg *m);
 
+/* bytes of tags a frame with header h carries besides its payload */
+static inline size_t kv_wire_tags_len(const struct kv_wire_hdr *h)
+{
+	if (!(h->flags & KV_WIRE_F_TAGGED))
+		return 0;
+	return KV_WIRE_TAG_LEN * (kv_wire_type_has_data(h->type) ? 2u : 1u);
+}
+
+/* set the tagged flag in an encoded header */
+void kv_wire_set_tagged(void *hdr);
+
 /* bytes of block data that follow the meta of a frame with header h */
 static inline uint64_t kv_wire_data_len(const struct kv_wire_hdr *h)
 {
@@ -205,8 +234,10 @@ long kv_wire_encode(const struct kv_wire_msg *m, void *buf, size_t cap);
 
 /*
  * A whole frame in memory (tests, the fuzzer): parses header and meta
- * and requires the data too.  On success *data points at the block data
- * (size m->size, may be 0) and *frame_len is the frame's length.
+ * and requires the data too, and the tags of a tagged frame (not
+ * checked: that takes the session's keys).  On success *data points at
+ * the block data (size m->size, may be 0) and *frame_len is the frame's
+ * length, tags included.
  * -EAGAIN: a prefix of a frame, more bytes needed; -EBADMSG / -EPROTO as
  * above.
  */

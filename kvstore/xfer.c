@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "kvstore/auth.h"
 #include "src/common/log.h"
 #include "src/common/net.h"
@@ -137,12 +139,28 @@ static void sock_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static int dial(struct kv_xfer *x, const char *peer, uint64_t deadline)
+/* "ID@HOST:PORT": the address part, and ID into id ("" when none) */
+static const char *peer_split(const char *peer, char id[KV_WIRE_ID_LEN])
+{
+	const char *at = strchr(peer, '@');
+	size_t n = at ? (size_t)(at - peer) : 0;
+
+	id[0] = '\0';
+	if (!at)
+		return peer;
+	if (n == 0 || n >= KV_WIRE_ID_LEN)
+		return NULL;
+	memcpy(id, peer, n);
+	id[n] = '\0';
+	return at + 1;
+}
+
+static int dial(struct kv_xfer *x, const char *addr, uint64_t deadline)
 {
 	struct addrinfo *res;
 	int fd;
 
-	fd = resolve(peer, false, &res);
+	fd = resolve(addr, false, &res);
 	if (fd < 0)
 		return fd;
 	fd = kvfs_tcp_connect(res, deadline, stopping, x);
@@ -240,22 +258,31 @@ static uint32_t my_transports(const struct kv_xfer *x)
 }
 
 static int client_handshake(struct kv_xfer *x, int fd, const char *peer,
-			    uint64_t deadline, uint32_t *peer_tp)
+			    const char *target, uint64_t deadline,
+			    uint32_t *peer_tp, struct kv_auth *a)
 {
 	struct kv_wire_msg out, in;
-	struct kv_auth a;
 	int rc;
 
-	kv_auth_init(&a, KV_AUTH_CLIENT, x->secret, x->secret_len);
-	kv_auth_client_hello(&a, &out);
+	kv_auth_init(a, KV_AUTH_CLIENT, x->secret, x->secret_len, x->node);
+	rc = kv_auth_client_hello(a, target, &out);
+	if (rc < 0)
+		return rc;
 	out.transports = my_transports(x);
 	rc = hs_send(x, fd, &out, deadline);
 	if (rc == 0)
-		rc = hs_recv(x, fd, &in, KV_WIRE_CHALLENGE, 0, deadline);
+		rc = hs_recv(x, fd, &in, KV_WIRE_CHALLENGE, KV_WIRE_AUTH_FAIL,
+			     deadline);
+	if (rc == 0 && in.type == KV_WIRE_AUTH_FAIL) {
+		kvfs_warn("xfer: %s is not node '%s'", peer, target);
+		return -EACCES;
+	}
 	if (rc == 0)
-		rc = kv_auth_client_answer(&a, &in, &out);
+		rc = kv_auth_client_answer(a, &in, &out);
 	if (rc == -EACCES) {
-		kvfs_warn("xfer: %s does not know the cluster secret", peer);
+		kvfs_warn("xfer: %s does not know the cluster secret, or is "
+			  "not node '%s'",
+			  peer, target);
 		return rc;
 	}
 	if (rc == 0)
@@ -264,11 +291,12 @@ static int client_handshake(struct kv_xfer *x, int fd, const char *peer,
 		rc = hs_recv(x, fd, &in, KV_WIRE_AUTH_OK, KV_WIRE_AUTH_FAIL,
 			     deadline);
 	if (rc == 0)
-		rc = kv_auth_client_finish(&a, &in);
+		rc = kv_auth_client_finish(a, &in);
 	if (rc == -EACCES)
 		kvfs_warn("xfer: %s refused our secret", peer);
 	else if (rc == -ECONNRESET)
-		rc = -EACCES; /* a server hangs up on a bad proof */
+		rc = -EACCES; /* a server hangs up on a bad proof, or on a
+			       * HELLO for another node */
 	*peer_tp = in.transports;
 	return rc;
 }
@@ -280,7 +308,7 @@ static int server_handshake(struct xconn *c, uint64_t deadline)
 	struct kv_auth a;
 	int rc;
 
-	kv_auth_init(&a, KV_AUTH_SERVER, x->secret, x->secret_len);
+	kv_auth_init(&a, KV_AUTH_SERVER, x->secret, x->secret_len, x->node);
 	rc = hs_recv(x, c->fd, &in, KV_WIRE_HELLO, 0, deadline);
 	if (rc < 0)
 		return rc;
@@ -298,12 +326,35 @@ static int server_handshake(struct xconn *c, uint64_t deadline)
 		hs_send(x, c->fd, &out, deadline);
 		return rc;
 	}
+	if (rc == 0)
+		rc = xconn_tags(c, &a);
 	if (rc < 0)
 		return rc;
 	memset(&out, 0, sizeof(out));
 	out.type = KV_WIRE_AUTH_OK;
 	out.transports = my_transports(x);
 	return hs_send(x, c->fd, &out, deadline);
+}
+
+int xconn_tags(struct xconn *c, const struct kv_auth *a)
+{
+	uint8_t ks[KV_AUTH_KEY_LEN], kr[KV_AUTH_KEY_LEN];
+	int rc = kv_auth_keys(a, ks, kr);
+
+	if (rc == 0)
+		rc = kv_tagger_init(&c->stag, ks);
+	if (rc == 0) {
+		rc = kv_tagger_init(&c->rtag, kr);
+		if (rc < 0)
+			kv_tagger_fini(&c->stag);
+	}
+	OPENSSL_cleanse(ks, sizeof(ks));
+	OPENSSL_cleanse(kr, sizeof(kr));
+	if (rc < 0)
+		return rc;
+	snprintf(c->peer_id, sizeof(c->peer_id), "%s", kv_auth_peer(a));
+	c->tagged = true;
+	return 0;
 }
 
 /* ---- blocks -------------------------------------------------------- */
@@ -418,6 +469,10 @@ static void xconn_free(struct xconn *c)
 	if (c->tp && c->x->ops->conn_fini)
 		c->x->ops->conn_fini(c);
 	xio_fini(c);
+	if (c->tagged) {
+		kv_tagger_fini(&c->stag);
+		kv_tagger_fini(&c->rtag);
+	}
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->counted)
@@ -603,13 +658,15 @@ static int serve_get(struct xconn *c, const struct kv_wire_msg *m)
 	out.has_parent = bi.has_parent;
 	memcpy(out.parent, bi.parent, KVFS_HASH_LEN);
 	n = kv_wire_encode(&out, buf, sizeof(buf));
+	/* counted before the send: the peer may be done before it returns */
+	atomic_fetch_add(&c->x->st.served_bytes, ref.size);
 	if (n < 0)
 		rc = (int)n;
 	else
 		rc = xio_send(c, buf, (size_t)n, ref.data, ref.size,
 			      xfer_now_ms() + c->x->timeout_ms);
-	if (rc == 0)
-		atomic_fetch_add(&c->x->st.served_bytes, ref.size);
+	if (rc < 0)
+		atomic_fetch_sub(&c->x->st.served_bytes, ref.size);
 	kv_store_put(st, &ref);
 	return rc;
 }
@@ -903,21 +960,27 @@ static struct xconn *cache_find(struct kv_xfer *x, const char *peer)
 static int conn_get(struct kv_xfer *x, const char *peer, uint64_t deadline,
 		    struct xconn **out)
 {
+	char target[KV_WIRE_ID_LEN];
 	struct xconn *c, *old;
+	struct kv_auth a;
+	const char *addr;
 	uint32_t tp = 0;
 	int fd, rc;
 
 	if (!peer || strlen(peer) >= XFER_PEER_MAX)
+		return -EINVAL;
+	addr = peer_split(peer, target);
+	if (!addr)
 		return -EINVAL;
 	c = cache_find(x, peer);
 	if (c) {
 		*out = c;
 		return 0;
 	}
-	fd = dial(x, peer, deadline);
+	fd = dial(x, addr, deadline);
 	if (fd < 0)
 		return fd;
-	rc = client_handshake(x, fd, peer, deadline, &tp);
+	rc = client_handshake(x, fd, peer, target, deadline, &tp, &a);
 	if (rc < 0) {
 		close(fd);
 		return rc;
@@ -928,7 +991,9 @@ static int conn_get(struct kv_xfer *x, const char *peer, uint64_t deadline,
 		return -ENOMEM;
 	}
 	c->peer_transports = tp;
-	rc = xio_init(c);
+	rc = xconn_tags(c, &a);
+	if (rc == 0)
+		rc = xio_init(c);
 	if (rc < 0)
 		goto out_free;
 	c->counted = true;
@@ -1031,6 +1096,22 @@ int kv_xfer_open(const struct kv_xfer_config *cfg, struct kv_xfer **out)
 	}
 	memcpy(x->secret, cfg->secret, cfg->secret_len);
 	x->secret_len = cfg->secret_len;
+	if (cfg->node) {
+		/* wire.h: printable, no '@' (the peer syntax), < 64 bytes */
+		size_t n = strlen(cfg->node);
+		bool ok = n > 0 && n < KV_WIRE_ID_LEN;
+
+		for (size_t i = 0; ok && i < n; i++)
+			ok = cfg->node[i] > ' ' && cfg->node[i] <= '~' &&
+			     cfg->node[i] != '@';
+		if (!ok) {
+			kvfs_err("xfer: bad node id '%s'", cfg->node);
+			free(x->secret);
+			free(x);
+			return -EINVAL;
+		}
+		memcpy(x->node, cfg->node, n + 1);
+	}
 	x->store = cfg->store;
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KV_XFER_TIMEOUT_MS;
 	x->hs_ms = cfg->handshake_ms;

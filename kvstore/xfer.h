@@ -17,8 +17,11 @@
  * without a device fails kv_xfer_open with -ENODEV.
  *
  * Every connection starts with a challenge-response over the cluster
- * secret (HMAC-SHA-256) in both directions; a peer that fails it is
- * refused before any block request is read.  The frame layout is in
+ * secret (HMAC-SHA-256) in both directions, bound to both node ids; a
+ * peer that fails it is refused before any block request is read, and
+ * every frame after it carries tags under the session's keys (auth.h).
+ * A peer is "HOST:PORT", or "ID@HOST:PORT" to reach node ID there: the
+ * handshake then fails unless that node answers.  The frame layout is in
  * wire.h and kvfs(7).
  *
  * Serving is bounded against peers that never authenticate: at most
@@ -71,6 +74,10 @@ struct kv_xfer_config {
 	const char *listen;
 	const uint8_t *secret; /* cluster secret, >= KV_XFER_SECRET_MIN */
 	size_t secret_len;
+	/* our node id (1..63 of [A-Za-z0-9._-]); NULL: none.  A served
+	 * peer must have dialled "ID@..." with it, or plain HOST:PORT
+	 * when it is NULL. */
+	const char *node;
 	enum kv_transport transport;
 	uint32_t timeout_ms; /* connect and each remote call; 0: default */
 	/* a served connection's whole handshake; 0: KV_XFER_HANDSHAKE_MS
@@ -95,7 +102,7 @@ const char *kv_xfer_transport(const struct kv_xfer *x);
 int kv_xfer_port(const struct kv_xfer *x);
 
 /*
- * Fetch (ns, hash) from peer ("HOST:PORT") into the local store.  The
+ * Fetch (ns, hash) from peer ("[ID@]HOST:PORT") into the local store.  The
  * namespace is created locally when absent, with the sender's
  * block_tokens.  0 on success or when the block is already local;
  * -ENOENT the peer does not have it; -ETIMEDOUT no answer in time;

@@ -35,6 +35,7 @@
 #include <liburing.h>
 
 #include "src/common/log.h"
+#include "kvstore/auth.h"
 #include "kvstore/store.h"
 #include "kvstore/wire.h"
 #include "kvstore/xfer.h"
@@ -138,12 +139,20 @@ struct xconn {
 
 	void *tp;	    /* transport state (rdma QP) */
 	struct xconn *next; /* x->clients or x->served */
+
+	/* frame tags (wire.h): stag under send_lock, rtag the reader's;
+	 * rtag_on while the bytes received belong to a tag being checked */
+	char peer_id[KV_WIRE_ID_LEN];
+	struct kv_tagger stag, rtag;
+	bool tagged;
+	bool rtag_on;
 };
 
 struct kv_xfer {
 	struct kv_store *store;
 	uint8_t *secret;
 	size_t secret_len;
+	char node[KV_WIRE_ID_LEN]; /* our node id, "" for none */
 	uint32_t timeout_ms;
 	void (*on_insert)(void *arg, const char *ns,
 			  const uint8_t hash[KVFS_HASH_LEN]);
@@ -187,6 +196,8 @@ void xconn_kill(struct xconn *c, int why);
 /* send m (header + meta) and, for data frames, data; then wait */
 int xconn_call(struct xconn *c, struct kv_wire_msg *m, uint8_t reply_type,
 	       struct kv_wire_msg *reply, uint64_t deadline);
+/* start tagging c's frames with the handshake's keys */
+int xconn_tags(struct xconn *c, const struct kv_auth *a);
 /* reply to a peer's request id with errno e (> 0) */
 int xconn_send_err(struct xconn *c, uint64_t id, int e);
 /* local namespace for a block arriving with block_tokens: found or made;

@@ -23,6 +23,11 @@
  * store then seals with that crc (kv_store_seal_crc) instead of reading
  * the block a second time.
  *
+ * Tags (wire.h): a frame is sent with its tags, computed before each
+ * part goes out; a received frame's meta is acted on only once its tag
+ * checks, and its data is sealed only once the data's tag does, the tag
+ * computed chunk by chunk as the data lands, like the CRC.
+ *
  * Timeouts: a frame, once started, must make progress every timeout_ms;
  * an idle connection waits forever (in ticks, watching stop).  A stalled
  * operation is ended by shutting the socket down, which completes every
@@ -44,6 +49,7 @@
 #define SRING_DEPTH 8
 #define RRING_DEPTH 4
 #define SCRATCH 65536
+#define SEND_CHUNK (256u << 10) /* data tagged and sent this much at once */
 
 int xio_init(struct xconn *c)
 {
@@ -178,21 +184,63 @@ static int send_seg(struct xconn *c, const uint8_t *p, size_t len, bool zc,
 	return 0;
 }
 
+/* the tag of len bytes at p (send_lock held) */
+static int tag_of(struct xconn *c, const void *p, size_t len,
+		  uint8_t tag[KV_WIRE_TAG_LEN])
+{
+	int rc = kv_tagger_begin(&c->stag);
+
+	if (rc == 0)
+		rc = kv_tagger_update(&c->stag, p, len);
+	if (rc == 0)
+		rc = kv_tagger_finish(&c->stag, tag);
+	return rc;
+}
+
 int xio_send(struct xconn *c, const void *hdr, size_t hlen, const void *data,
 	     size_t dlen, uint64_t deadline)
 {
+	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX + KV_WIRE_TAG_LEN];
+	uint8_t dtag[KV_WIRE_TAG_LEN];
+	bool has_data = hlen > 5 && kv_wire_type_has_data(((uint8_t *)hdr)[5]);
+	bool tag;
 	int late = 0, rc;
 
+	if (hlen > KV_WIRE_HDR_LEN + KV_WIRE_META_MAX)
+		return -EINVAL;
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->lock);
 	rc = c->dead;
 	pthread_mutex_unlock(&c->lock);
+	memcpy(buf, hdr, hlen);
+	if (rc == 0 && c->tagged) {
+		/* header and meta, then their tag, in one send */
+		kv_wire_set_tagged(buf);
+		rc = tag_of(c, buf, hlen, buf + hlen);
+		hlen += KV_WIRE_TAG_LEN;
+	}
 	if (rc == 0)
-		rc = send_seg(c, hdr, hlen, false, deadline, &late);
-	if (rc == 0 && dlen)
-		rc = send_seg(c, data, dlen,
-			      !c->local && atomic_load(&c->x->zc), deadline,
-			      &late);
+		rc = send_seg(c, buf, hlen, false, deadline, &late);
+	tag = c->tagged && has_data;
+	if (rc == 0 && tag)
+		rc = kv_tagger_begin(&c->stag);
+	/* the data a chunk at a time, tagged just before it is sent: the
+	 * send then reads it from the cache */
+	for (size_t off = 0; rc == 0 && off < dlen; off += SEND_CHUNK) {
+		const uint8_t *p = (const uint8_t *)data + off;
+		size_t n = dlen - off < SEND_CHUNK ? dlen - off : SEND_CHUNK;
+
+		if (tag)
+			rc = kv_tagger_update(&c->stag, p, n);
+		if (rc == 0)
+			rc = send_seg(c, p, n,
+				      !c->local && atomic_load(&c->x->zc),
+				      deadline, &late);
+	}
+	if (rc == 0 && tag)
+		rc = kv_tagger_finish(&c->stag, dtag);
+	if (rc == 0 && tag)
+		rc = send_seg(c, dtag, sizeof(dtag), false, deadline, &late);
 	if (rc < 0)
 		xconn_kill(c, rc);
 	pthread_mutex_unlock(&c->send_lock);
@@ -248,6 +296,10 @@ static int rx_crc(struct xconn *c, void *buf, size_t len, bool idle,
 		if (crc)
 			*crc = kvfs_crc32c(*crc, (uint8_t *)buf + got,
 					   (size_t)cqe.res);
+		if (c->rtag_on &&
+		    kv_tagger_update(&c->rtag, (uint8_t *)buf + got,
+				     (size_t)cqe.res) < 0)
+			return -EIO;
 		got += (size_t)cqe.res;
 		deadline = xfer_now_ms() + t; /* progress: a new window */
 	}
@@ -259,17 +311,43 @@ static int rx(struct xconn *c, void *buf, size_t len, bool idle)
 	return rx_crc(c, buf, len, idle, NULL);
 }
 
+/* what follows is covered by the next tag received */
+static int rtag_begin(struct xconn *c)
+{
+	if (!c->tagged)
+		return 0;
+	c->rtag_on = true;
+	return kv_tagger_begin(&c->rtag);
+}
+
+/* receive the tag of what came since rtag_begin and check it: 0, or
+ * -EBADMSG (the frame is not the peer's: the connection dies) */
+static int rtag_check(struct xconn *c)
+{
+	uint8_t tag[KV_WIRE_TAG_LEN];
+	int rc;
+
+	if (!c->tagged)
+		return 0;
+	c->rtag_on = false;
+	rc = rx(c, tag, sizeof(tag), false);
+	if (rc < 0)
+		return rc;
+	return kv_tagger_check(&c->rtag, tag);
+}
+
+/* a block's data nobody wants, and its tag */
 static int drain(struct xconn *c, uint8_t *scratch, uint64_t len)
 {
-	while (len) {
-		size_t n = len < SCRATCH ? (size_t)len : SCRATCH;
-		int rc = rx(c, scratch, n, false);
+	int rc = rtag_begin(c);
 
-		if (rc < 0)
-			return rc;
+	while (rc == 0 && len) {
+		size_t n = len < SCRATCH ? (size_t)len : SCRATCH;
+
+		rc = rx(c, scratch, n, false);
 		len -= n;
 	}
-	return 0;
+	return rc < 0 ? rc : rtag_check(c);
 }
 
 /*
@@ -308,7 +386,11 @@ static int rx_block(struct xconn *c, const char *ns, const uint8_t *hash,
 		rc = -EIO;
 		goto out_drain;
 	}
-	*fatal = rx_crc(c, p, m->size, false, &crc);
+	*fatal = rtag_begin(c);
+	if (*fatal == 0)
+		*fatal = rx_crc(c, p, m->size, false, &crc);
+	if (*fatal == 0)
+		*fatal = rtag_check(c); /* before anything is sealed */
 	if (*fatal < 0) {
 		kv_store_abort(st, wh);
 		return *fatal;
@@ -483,13 +565,23 @@ void xio_reader(struct xconn *c)
 		return;
 	}
 	for (;;) {
-		rc = rx(c, hbuf, sizeof(hbuf), true);
+		/* the header is covered by the meta's tag */
+		rc = rtag_begin(c);
+		if (rc == 0)
+			rc = rx(c, hbuf, sizeof(hbuf), true);
 		if (rc < 0)
 			break;
 		rc = kv_wire_hdr_decode(hbuf, sizeof(hbuf), &h);
+		/* after the handshake every frame is tagged */
+		if (rc == 0 && c->tagged != !!(h.flags & KV_WIRE_F_TAGGED))
+			rc = -EBADMSG;
 		if (rc == 0)
 			rc = rx(c, meta, h.meta_len, false);
 		else
+			goto bad;
+		if (rc == 0)
+			rc = rtag_check(c);
+		if (rc == -EBADMSG)
 			goto bad;
 		if (rc < 0)
 			break;

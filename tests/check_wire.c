@@ -51,8 +51,11 @@ static void sample(struct kv_wire_msg *m, uint8_t type, uint64_t data)
 	case KV_WIRE_AUTH:
 		memset(m->nonce, type == KV_WIRE_AUTH ? 0 : 0xa5, 32);
 		memset(m->mac, type == KV_WIRE_HELLO ? 0 : 0x5a, 32);
-		if (type == KV_WIRE_HELLO)
+		if (type == KV_WIRE_HELLO) {
 			m->transports = KV_WIRE_TP_TCP;
+			snprintf(m->node, sizeof(m->node), "node-1.a_b");
+			snprintf(m->target, sizeof(m->target), "%063d", 7);
+		}
 		break;
 	case KV_WIRE_AUTH_OK:
 		m->transports = KV_WIRE_TP_TCP | KV_WIRE_TP_RDMA;
@@ -163,13 +166,13 @@ START_TEST(test_bad_header)
 	bad[0] = 'X'; /* magic */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[4] = 2; /* version */
+	bad[4] = 1; /* version 1: untagged frames, unbound handshake */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EPROTO);
 	memcpy(bad, buf, len);
 	bad[5] = 99; /* type */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
-	bad[6] = 1; /* flags */
+	bad[6] = 2; /* an unknown flag */
 	ck_assert_int_eq(kv_wire_parse(bad, len, &d, NULL, NULL), -EBADMSG);
 	memcpy(bad, buf, len);
 	bad[14] = 1; /* reserved */
@@ -273,13 +276,13 @@ START_TEST(test_auth_ok)
 	struct kv_auth c, s;
 	struct kv_wire_msg hello, ch, au, ok = { .type = KV_WIRE_AUTH_OK };
 
-	ck_assert_int_eq(
-		kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1),
-		0);
-	ck_assert_int_eq(
-		kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1),
-		0);
-	ck_assert_int_eq(kv_auth_client_hello(&c, &hello), 0);
+	ck_assert_int_eq(kv_auth_init(&c, KV_AUTH_CLIENT, SECRET,
+				      sizeof(SECRET) - 1, NULL),
+			 0);
+	ck_assert_int_eq(kv_auth_init(&s, KV_AUTH_SERVER, SECRET,
+				      sizeof(SECRET) - 1, NULL),
+			 0);
+	ck_assert_int_eq(kv_auth_client_hello(&c, NULL, &hello), 0);
 	ck_assert_int_eq(kv_auth_server_challenge(&s, &hello, &ch), 0);
 	ck_assert_int_eq(kv_auth_client_answer(&c, &ch, &au), 0);
 	ck_assert_int_eq(kv_auth_server_verify(&s, &au), 0);
@@ -288,7 +291,8 @@ START_TEST(test_auth_ok)
 	ck_assert(kv_auth_done(&c));
 	/* out of order afterwards */
 	ck_assert_int_eq(kv_auth_server_verify(&s, &au), -EPROTO);
-	ck_assert_int_eq(kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, 0), -EINVAL);
+	ck_assert_int_eq(kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, 0, NULL),
+			 -EINVAL);
 }
 END_TEST
 
@@ -299,17 +303,17 @@ START_TEST(test_auth_refused)
 	struct kv_wire_msg fail = { .type = KV_WIRE_AUTH_FAIL };
 
 	/* a server without the secret: the client sees it at once */
-	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1);
-	kv_auth_init(&s, KV_AUTH_SERVER, OTHER, sizeof(OTHER) - 1);
-	kv_auth_client_hello(&c, &hello);
+	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_init(&s, KV_AUTH_SERVER, OTHER, sizeof(OTHER) - 1, NULL);
+	kv_auth_client_hello(&c, NULL, &hello);
 	ck_assert_int_eq(kv_auth_server_challenge(&s, &hello, &ch), 0);
 	ck_assert_int_eq(kv_auth_client_answer(&c, &ch, &au), -EACCES);
 	ck_assert(!kv_auth_done(&c));
 
 	/* a client without the secret that answers anyway */
-	kv_auth_init(&c, KV_AUTH_CLIENT, OTHER, sizeof(OTHER) - 1);
-	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1);
-	kv_auth_client_hello(&c, &hello);
+	kv_auth_init(&c, KV_AUTH_CLIENT, OTHER, sizeof(OTHER) - 1, NULL);
+	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_client_hello(&c, NULL, &hello);
 	kv_auth_server_challenge(&s, &hello, &ch);
 	memset(&au, 0, sizeof(au));
 	au.type = KV_WIRE_AUTH;
@@ -318,19 +322,19 @@ START_TEST(test_auth_refused)
 	ck_assert_int_eq(kv_auth_client_finish(&c, &fail), -EPROTO);
 
 	/* a replayed proof from another session fails on a fresh nonce */
-	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1);
-	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1);
-	kv_auth_client_hello(&c, &hello);
+	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_client_hello(&c, NULL, &hello);
 	kv_auth_server_challenge(&s, &hello, &ch);
 	kv_auth_client_answer(&c, &ch, &replay);
-	kv_auth_init(&s2, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1);
+	kv_auth_init(&s2, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, NULL);
 	kv_auth_server_challenge(&s2, &hello, &ch);
 	ck_assert_int_eq(kv_auth_server_verify(&s2, &replay), -EACCES);
 
 	/* the server's proof cannot pass as the client's */
-	kv_auth_init(&c2, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1);
-	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1);
-	kv_auth_client_hello(&c2, &hello);
+	kv_auth_init(&c2, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_client_hello(&c2, NULL, &hello);
 	kv_auth_server_challenge(&s, &hello, &ch);
 	memset(&au, 0, sizeof(au));
 	au.type = KV_WIRE_AUTH;
@@ -338,12 +342,144 @@ START_TEST(test_auth_refused)
 	ck_assert_int_eq(kv_auth_server_verify(&s, &au), -EACCES);
 
 	/* a reflected HELLO (our own nonce back) */
-	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1);
-	kv_auth_client_hello(&c, &hello);
+	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1, NULL);
+	kv_auth_client_hello(&c, NULL, &hello);
 	memset(&ch, 0, sizeof(ch));
 	ch.type = KV_WIRE_CHALLENGE;
 	memcpy(ch.nonce, hello.nonce, sizeof(ch.nonce));
 	ck_assert_int_eq(kv_auth_client_answer(&c, &ch, &au), -EACCES);
+}
+END_TEST
+
+/* HELLO carries both node ids; a handshake for another node fails */
+START_TEST(test_auth_bound)
+{
+	struct kv_auth c, s;
+	struct kv_wire_msg hello, ch, au, d;
+	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
+	uint8_t cs[KV_AUTH_KEY_LEN], cr[KV_AUTH_KEY_LEN];
+	uint8_t ss[KV_AUTH_KEY_LEN], sr[KV_AUTH_KEY_LEN];
+	long n;
+
+	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1, "n-1");
+	ck_assert_int_eq(kv_auth_client_hello(&c, "n-2", &hello), 0);
+	n = kv_wire_encode(&hello, buf, sizeof(buf));
+	ck_assert_int_eq(n, KV_WIRE_HDR_LEN + 36 + 2 * KV_WIRE_ID_LEN);
+	ck_assert_int_eq(kv_wire_parse(buf, (size_t)n, &d, NULL, NULL), 0);
+	ck_assert_str_eq(d.node, "n-1");
+	ck_assert_str_eq(d.target, "n-2");
+	/* an id must be padded with NULs and printable */
+	buf[KV_WIRE_HDR_LEN + 36 + 10] = 'x';
+	ck_assert_int_eq(kv_wire_parse(buf, (size_t)n, &d, NULL, NULL),
+			 -EBADMSG);
+	buf[KV_WIRE_HDR_LEN + 36 + 10] = 0;
+	buf[KV_WIRE_HDR_LEN + 36 + 1] = '\n';
+	ck_assert_int_eq(kv_wire_parse(buf, (size_t)n, &d, NULL, NULL),
+			 -EBADMSG);
+
+	/* node n-3 is not the node n-1 meant */
+	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, "n-3");
+	ck_assert_int_eq(kv_auth_server_challenge(&s, &hello, &ch), -EACCES);
+	/* a challenge of a server that changed the ids fails the proof */
+	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, "n-3");
+	snprintf(hello.target, sizeof(hello.target), "n-3");
+	ck_assert_int_eq(kv_auth_server_challenge(&s, &hello, &ch), 0);
+	ck_assert_int_eq(kv_auth_client_answer(&c, &ch, &au), -EACCES);
+
+	/* n-2 itself: done, each side's send key is the other's receive
+	 * key, and the two directions differ */
+	kv_auth_init(&c, KV_AUTH_CLIENT, SECRET, sizeof(SECRET) - 1, "n-1");
+	kv_auth_init(&s, KV_AUTH_SERVER, SECRET, sizeof(SECRET) - 1, "n-2");
+	ck_assert_int_eq(kv_auth_keys(&c, cs, cr), -EPROTO);
+	kv_auth_client_hello(&c, "n-2", &hello);
+	ck_assert_int_eq(kv_auth_server_challenge(&s, &hello, &ch), 0);
+	ck_assert_int_eq(kv_auth_client_answer(&c, &ch, &au), 0);
+	ck_assert_int_eq(kv_auth_server_verify(&s, &au), 0);
+	d.type = KV_WIRE_AUTH_OK;
+	ck_assert_int_eq(kv_auth_client_finish(&c, &d), 0);
+	ck_assert_str_eq(kv_auth_peer(&s), "n-1");
+	ck_assert_str_eq(kv_auth_peer(&c), "n-2");
+	ck_assert_int_eq(kv_auth_keys(&c, cs, cr), 0);
+	ck_assert_int_eq(kv_auth_keys(&s, ss, sr), 0);
+	ck_assert_mem_eq(cs, sr, sizeof(cs));
+	ck_assert_mem_eq(cr, ss, sizeof(cr));
+	ck_assert(memcmp(cs, cr, sizeof(cs)) != 0);
+}
+END_TEST
+
+/* frame tags: checked in order; altered, replayed or reflected fail */
+START_TEST(test_tags)
+{
+	struct kv_tagger tx, rx, self;
+	uint8_t k1[KV_AUTH_KEY_LEN], k2[KV_AUTH_KEY_LEN];
+	uint8_t msg[1000], t1[KV_WIRE_TAG_LEN], t2[KV_WIRE_TAG_LEN];
+
+	memset(k1, 1, sizeof(k1));
+	memset(k2, 2, sizeof(k2));
+	memset(msg, 'm', sizeof(msg));
+	ck_assert_int_eq(kv_tagger_init(&tx, k1), 0);
+	ck_assert_int_eq(kv_tagger_init(&rx, k1), 0);
+	ck_assert_int_eq(kv_tagger_init(&self, k2), 0);
+	/* one tag over two updates checks against one over the whole */
+	kv_tagger_begin(&tx);
+	kv_tagger_update(&tx, msg, 300);
+	kv_tagger_update(&tx, msg + 300, 700);
+	ck_assert_int_eq(kv_tagger_finish(&tx, t1), 0);
+	kv_tagger_begin(&rx);
+	kv_tagger_update(&rx, msg, sizeof(msg));
+	ck_assert_int_eq(kv_tagger_check(&rx, t1), 0);
+	/* the next frame: the same bytes have another tag (a replay of
+	 * the first fails), and one changed bit fails */
+	kv_tagger_begin(&tx);
+	kv_tagger_update(&tx, msg, sizeof(msg));
+	kv_tagger_finish(&tx, t2);
+	ck_assert(memcmp(t1, t2, sizeof(t1)) != 0);
+	kv_tagger_begin(&rx);
+	kv_tagger_update(&rx, msg, sizeof(msg));
+	ck_assert_int_eq(kv_tagger_check(&rx, t1), -EBADMSG);
+	msg[500] ^= 4;
+	kv_tagger_begin(&tx);
+	kv_tagger_update(&tx, msg, sizeof(msg));
+	kv_tagger_finish(&tx, t1);
+	msg[500] ^= 4;
+	kv_tagger_begin(&rx);
+	kv_tagger_update(&rx, msg, sizeof(msg));
+	ck_assert_int_eq(kv_tagger_check(&rx, t1), -EBADMSG);
+	/* the other direction's key (a reflection) */
+	kv_tagger_begin(&self);
+	kv_tagger_update(&self, msg, sizeof(msg));
+	kv_tagger_finish(&self, t1);
+	kv_tagger_begin(&rx);
+	kv_tagger_update(&rx, msg, sizeof(msg));
+	ck_assert_int_eq(kv_tagger_check(&rx, t1), -EBADMSG);
+	kv_tagger_fini(&tx);
+	kv_tagger_fini(&rx);
+	kv_tagger_fini(&self);
+}
+END_TEST
+
+/* a tagged frame is longer by its tags; its data follows the meta's */
+START_TEST(test_tagged_parse)
+{
+	uint8_t buf[FRAME_MAX + 2 * KV_WIRE_TAG_LEN];
+	struct kv_wire_msg m, d;
+	const void *data;
+	size_t len, flen;
+	long n;
+
+	sample(&m, KV_WIRE_GET_OK, 100);
+	n = kv_wire_encode(&m, buf, sizeof(buf));
+	ck_assert_int_gt(n, 0);
+	kv_wire_set_tagged(buf);
+	memset(buf + n, 't', KV_WIRE_TAG_LEN);
+	memset(buf + n + KV_WIRE_TAG_LEN, 'd', 100);
+	memset(buf + n + KV_WIRE_TAG_LEN + 100, 't', KV_WIRE_TAG_LEN);
+	len = (size_t)n + 100 + 2 * KV_WIRE_TAG_LEN;
+	ck_assert_int_eq(kv_wire_parse(buf, len - 1, &d, &data, &flen),
+			 -EAGAIN);
+	ck_assert_int_eq(kv_wire_parse(buf, len, &d, &data, &flen), 0);
+	ck_assert_uint_eq(flen, len);
+	ck_assert_ptr_eq(data, buf + n + KV_WIRE_TAG_LEN);
 }
 END_TEST
 
@@ -362,6 +498,9 @@ int main(void)
 	tc = tcase_create("auth");
 	tcase_add_test(tc, test_auth_ok);
 	tcase_add_test(tc, test_auth_refused);
+	tcase_add_test(tc, test_auth_bound);
+	tcase_add_test(tc, test_tags);
+	tcase_add_test(tc, test_tagged_parse);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

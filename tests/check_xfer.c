@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "kvstore/auth.h"
+#include "src/common/crc32c.h"
 #include "src/common/probe.h"
 #include "tests/testutil.h"
 #include "kvstore/wire.h"
@@ -297,6 +298,7 @@ enum fake_mode {
 	FAKE_GARBAGE,	  /* authenticate, answer with garbage */
 	FAKE_TRUNCATED,	  /* GET_OK with half the data, then stall */
 	FAKE_BAD_CRC,	  /* GET_OK whose crc is wrong */
+	FAKE_BAD_TAG,	  /* GET_OK whose data's tag is wrong */
 };
 
 struct fake {
@@ -305,6 +307,7 @@ struct fake {
 	enum fake_mode mode;
 	pthread_t t;
 	volatile int quit;
+	struct kv_tagger tag; /* the fake server's sending key */
 };
 
 static int rd(int fd, void *buf, size_t len)
@@ -341,18 +344,48 @@ static void wr_msg(int fd, const struct kv_wire_msg *m)
 	ck_assert_int_eq(send(fd, buf, (size_t)n, MSG_NOSIGNAL), n);
 }
 
-/* the server's half of the handshake, done by hand */
-static int fake_auth(int fd)
+/* a tagged frame (wire.h): header, meta and their tag, then sent bytes
+ * of its dlen bytes of data, and their tag when they are all sent */
+static void wr_tagged(int fd, struct kv_tagger *t, const struct kv_wire_msg *m,
+		      const uint8_t *data, size_t dlen, size_t sent, bool bad)
 {
+	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX + KV_WIRE_TAG_LEN];
+	uint8_t dtag[KV_WIRE_TAG_LEN];
+	long n = kv_wire_encode(m, buf, sizeof(buf));
+
+	ck_assert_int_gt(n, 0);
+	kv_wire_set_tagged(buf);
+	ck_assert_int_eq(kv_tagger_begin(t), 0);
+	ck_assert_int_eq(kv_tagger_update(t, buf, (size_t)n), 0);
+	ck_assert_int_eq(kv_tagger_finish(t, buf + n), 0);
+	n += KV_WIRE_TAG_LEN;
+	ck_assert_int_eq(send(fd, buf, (size_t)n, MSG_NOSIGNAL), n);
+	if (!kv_wire_type_has_data(m->type))
+		return;
+	ck_assert_int_eq(kv_tagger_begin(t), 0);
+	ck_assert_int_eq(kv_tagger_update(t, data, dlen), 0);
+	ck_assert_int_eq(kv_tagger_finish(t, dtag), 0);
+	dtag[3] ^= bad ? 1 : 0;
+	send(fd, data, sent, MSG_NOSIGNAL);
+	if (sent == dlen)
+		send(fd, dtag, sizeof(dtag), MSG_NOSIGNAL);
+}
+
+/* the server's half of the handshake, done by hand; t gets its key */
+static int fake_auth(int fd, struct kv_tagger *t)
+{
+	uint8_t ks[KV_AUTH_KEY_LEN], kr[KV_AUTH_KEY_LEN];
 	struct kv_wire_msg in, out;
 	struct kv_auth a;
 
-	kv_auth_init(&a, KV_AUTH_SERVER, SECRET, 30);
+	kv_auth_init(&a, KV_AUTH_SERVER, SECRET, 30, NULL);
 	if (rd_msg(fd, &in) || kv_auth_server_challenge(&a, &in, &out))
 		return -1;
 	wr_msg(fd, &out);
 	if (rd_msg(fd, &in) || kv_auth_server_verify(&a, &in))
 		return -1;
+	ck_assert_int_eq(kv_auth_keys(&a, ks, kr), 0);
+	ck_assert_int_eq(kv_tagger_init(t, ks), 0);
 	memset(&out, 0, sizeof(out));
 	out.type = KV_WIRE_AUTH_OK;
 	out.transports = KV_WIRE_TP_TCP;
@@ -370,7 +403,7 @@ static void *fake_main(void *arg)
 	fd = accept(f->lfd, NULL, NULL);
 	if (fd < 0)
 		return NULL;
-	if (f->mode != FAKE_SILENT && fake_auth(fd) == 0 &&
+	if (f->mode != FAKE_SILENT && fake_auth(fd, &f->tag) == 0 &&
 	    rd_msg(fd, &m) == 0) {
 		memset(&out, 0, sizeof(out));
 		out.type = KV_WIRE_GET_OK;
@@ -385,12 +418,17 @@ static void *fake_main(void *arg)
 			     MSG_NOSIGNAL);
 			break;
 		case FAKE_TRUNCATED:
-			wr_msg(fd, &out);
-			send(fd, buf, sizeof(buf) / 2, MSG_NOSIGNAL);
+			wr_tagged(fd, &f->tag, &out, buf, sizeof(buf),
+				  sizeof(buf) / 2, false);
 			break;
 		case FAKE_BAD_CRC:
-			wr_msg(fd, &out);
-			send(fd, buf, sizeof(buf), MSG_NOSIGNAL);
+			wr_tagged(fd, &f->tag, &out, buf, sizeof(buf),
+				  sizeof(buf), false);
+			break;
+		case FAKE_BAD_TAG:
+			out.crc = kvfs_crc32c(0, buf, sizeof(buf));
+			wr_tagged(fd, &f->tag, &out, buf, sizeof(buf),
+				  sizeof(buf), true);
 			break;
 		default:
 			break;
@@ -401,6 +439,7 @@ static void *fake_main(void *arg)
 
 		nanosleep(&ts, NULL);
 	}
+	kv_tagger_fini(&f->tag);
 	close(fd);
 	return NULL;
 }
@@ -491,6 +530,14 @@ START_TEST(test_bad_reply)
 	kv_store_stats(SB, &ss);
 	ck_assert_uint_eq(ss.total.blocks, 0);
 	ck_assert_uint_eq(ss.slots_free, NSLOTS);
+
+	/* the right crc, but a data tag that fails: nothing is sealed */
+	fake_start(&f, FAKE_BAD_TAG);
+	ck_assert_int_lt(fetch_fake(&f, &ms), 0);
+	fake_stop(&f);
+	kv_store_stats(SB, &ss);
+	ck_assert_uint_eq(ss.total.blocks, 0);
+	ck_assert_uint_eq(ss.slots_free, NSLOTS);
 }
 END_TEST
 
@@ -547,8 +594,8 @@ START_TEST(test_garbage_peer)
 
 	/* authenticated, then a truncated frame and garbage */
 	fd = dial(kv_xfer_port(XA));
-	kv_auth_init(&a, KV_AUTH_CLIENT, SECRET, 30);
-	kv_auth_client_hello(&a, &out);
+	kv_auth_init(&a, KV_AUTH_CLIENT, SECRET, 30, NULL);
+	kv_auth_client_hello(&a, NULL, &out);
 	wr_msg(fd, &out);
 	ck_assert_int_eq(rd_msg(fd, &in), 0);
 	ck_assert_int_eq(kv_auth_client_answer(&a, &in, &out), 0);
@@ -703,8 +750,8 @@ START_TEST(test_handshake_deadline)
 	long n;
 
 	reopen_a(5000, HS);
-	kv_auth_init(&a, KV_AUTH_CLIENT, SECRET, 30);
-	kv_auth_client_hello(&a, &m);
+	kv_auth_init(&a, KV_AUTH_CLIENT, SECRET, 30, NULL);
+	kv_auth_client_hello(&a, NULL, &m);
 	n = kv_wire_encode(&m, hello, sizeof(hello));
 	ck_assert_int_gt(n, 0);
 
@@ -823,6 +870,168 @@ START_TEST(test_close_inflight)
 }
 END_TEST
 
+/*
+ * A relay on loopback between a client and a real server (auth.h): it
+ * passes bytes both ways, and may duplicate the first frame after the
+ * handshake (a replay) or flip a byte of what the server sends after it.
+ */
+enum relay_mode { RELAY_PLAIN, RELAY_REPLAY, RELAY_FLIP };
+
+struct relay {
+	int lfd, port, to;
+	enum relay_mode mode;
+	pthread_t t;
+};
+
+/* client to server: HELLO and AUTH, then a GET of ns "m" with its tag */
+#define HS_C2S (2 * KV_WIRE_HDR_LEN + 36 + 2 * KV_WIRE_ID_LEN + 32)
+#define GET_C2S (KV_WIRE_HDR_LEN + 36 + 1 + KV_WIRE_TAG_LEN)
+/* server to client: CHALLENGE and AUTH_OK */
+#define HS_S2C (2 * KV_WIRE_HDR_LEN + 64 + 4)
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t buf[65536], hist[HS_C2S + GET_C2S];
+	uint64_t c2s = 0, s2c = 0;
+	int cfd = accept(r->lfd, NULL, NULL), sfd = dial(r->to);
+	struct pollfd p[2] = { { .fd = cfd, .events = POLLIN },
+			       { .fd = sfd, .events = POLLIN } };
+
+	while (cfd >= 0 && poll(p, 2, 5000) > 0) {
+		bool up = p[0].revents != 0;
+		ssize_t n = recv(up ? cfd : sfd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		if (up) {
+			for (ssize_t i = 0; i < n; i++)
+				if (c2s + (uint64_t)i < sizeof(hist))
+					hist[c2s + (uint64_t)i] = buf[i];
+			send(sfd, buf, (size_t)n, MSG_NOSIGNAL);
+			if (r->mode == RELAY_REPLAY && c2s < sizeof(hist) &&
+			    c2s + (uint64_t)n >= sizeof(hist))
+				send(sfd, hist + HS_C2S, GET_C2S, MSG_NOSIGNAL);
+			c2s += (uint64_t)n;
+		} else {
+			/* a byte well inside the block data of GET_OK */
+			uint64_t at = HS_S2C + 200;
+
+			if (r->mode == RELAY_FLIP && s2c <= at &&
+			    at < s2c + (uint64_t)n)
+				buf[at - s2c] ^= 0x20;
+			send(cfd, buf, (size_t)n, MSG_NOSIGNAL);
+			s2c += (uint64_t)n;
+		}
+	}
+	if (cfd >= 0)
+		close(cfd);
+	close(sfd);
+	return NULL;
+}
+
+static void relay_start(struct relay *r, int to, enum relay_mode mode)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+
+	r->to = to;
+	r->mode = mode;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(r->lfd, 4), 0);
+	getsockname(r->lfd, (struct sockaddr *)&sa, &sl);
+	r->port = ntohs(sa.sin_port);
+	ck_assert_int_eq(pthread_create(&r->t, NULL, relay_main, r), 0);
+}
+
+static void relay_stop(struct relay *r)
+{
+	shutdown(r->lfd, SHUT_RDWR);
+	pthread_join(r->t, NULL);
+	close(r->lfd);
+}
+
+static struct kv_xfer *engine_id(struct kv_store *st, const char *listen,
+				 const char *node)
+{
+	struct kv_xfer_config cfg = {
+		.store = st,
+		.listen = listen,
+		.secret = SECRET,
+		.secret_len = 30,
+		.node = node,
+		.transport = KV_TRANSPORT_TCP,
+		.timeout_ms = TMO,
+	};
+	struct kv_xfer *x = NULL;
+
+	ck_assert_int_eq(kv_xfer_open(&cfg, &x), 0);
+	return x;
+}
+
+/* hole 1 of the security issue: a relayed handshake gets nothing */
+START_TEST(test_relay)
+{
+	struct kv_xfer *xa = engine_id(SA, "127.0.0.1:0", "node-a");
+	struct kv_xfer *xb = engine_id(SB, NULL, "node-b");
+	uint8_t h[KVFS_HASH_LEN], h2[KVFS_HASH_LEN];
+	struct kv_store_stats ss;
+	struct kv_xfer_stats xs;
+	struct relay r;
+	char peer[96];
+
+	tu_hash(h, 3, 9);
+	ck_assert_int_eq(tu_put_block(SA, NSA, h, NULL, SLOT), 0);
+	/* b dials a fake node "node-f" whose address relays to node-a */
+	relay_start(&r, kv_xfer_port(xa), RELAY_PLAIN);
+	snprintf(peer, sizeof(peer), "node-f@127.0.0.1:%d", r.port);
+	ck_assert_int_eq(kv_xfer_fetch(xb, peer, "m", h), -EACCES);
+	relay_stop(&r);
+	kv_xfer_stats(xa, &xs);
+	ck_assert_uint_eq(xs.auth_failures, 1);
+	ck_assert_uint_eq(xs.served, 0);
+	/* a node's address without its id is refused too */
+	snprintf(peer, sizeof(peer), "127.0.0.1:%d", kv_xfer_port(xa));
+	ck_assert_int_eq(kv_xfer_fetch(xb, peer, "m", h), -EACCES);
+	kv_store_stats(SB, &ss);
+	ck_assert_uint_eq(ss.total.blocks, 0);
+
+	/* a relay that replays the first request: served once, then the
+	 * connection is closed as the copy's tag fails */
+	relay_start(&r, kv_xfer_port(xa), RELAY_REPLAY);
+	snprintf(peer, sizeof(peer), "node-a@127.0.0.1:%d", r.port);
+	kv_xfer_fetch(xb, peer, "m", h);
+	kv_xfer_forget(xb, peer);
+	relay_stop(&r);
+	kv_xfer_stats(xa, &xs);
+	ck_assert_uint_eq(xs.served, 1);
+	ck_assert_uint_eq(xs.bad_frames, 1);
+
+	/* a relay that alters a byte of a block: not sealed */
+	tu_hash(h2, 4, 9);
+	ck_assert_int_eq(tu_put_block(SA, NSA, h2, NULL, SLOT), 0);
+	relay_start(&r, kv_xfer_port(xa), RELAY_FLIP);
+	snprintf(peer, sizeof(peer), "node-a@127.0.0.1:%d", r.port);
+	ck_assert_int_lt(kv_xfer_fetch(xb, peer, "m", h2), 0);
+	kv_xfer_forget(xb, peer);
+	relay_stop(&r);
+	kv_xfer_stats(xb, &xs);
+	ck_assert_uint_eq(xs.bad_frames, 1);
+	kv_store_stats(SB, &ss);
+	ck_assert_uint_eq(ss.total.blocks, 1); /* h, from the replay */
+
+	/* and straight to node-a by its id: served */
+	snprintf(peer, sizeof(peer), "node-a@127.0.0.1:%d", kv_xfer_port(xa));
+	ck_assert_int_eq(kv_xfer_fetch(xb, peer, "m", h2), 0);
+	kv_store_stats(SB, &ss);
+	ck_assert_uint_eq(ss.total.blocks, 2);
+	kv_xfer_close(xb);
+	kv_xfer_close(xa);
+}
+END_TEST
+
 START_TEST(test_config)
 {
 	struct kv_xfer_config cfg = {
@@ -888,6 +1097,7 @@ int main(void)
 	tcase_add_test(tc, test_handshake_deadline);
 	tcase_add_test(tc, test_warn_ratelimit);
 	tcase_add_test(tc, test_close_inflight);
+	tcase_add_test(tc, test_relay);
 	tcase_add_test(tc, test_config);
 	suite_add_tcase(s, tc);
 	return tu_run(s);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -199,14 +200,15 @@ static void lease_prune(struct ctl_conn *c)
 			i++;
 }
 
-int ctl_lease_room(struct ctl_conn *c)
+int ctl_lease_room(const struct ctl_server *srv, struct ctl_conn *c)
 {
+	size_t max = srv->lim.conn_leases ? srv->lim.conn_leases : SIZE_MAX;
 	struct ctl_lease *p;
 	size_t cap;
 
-	if (c->nleases >= CTL_CONN_LEASES_MAX)
+	if (c->nleases >= max)
 		lease_prune(c);
-	if (c->nleases >= CTL_CONN_LEASES_MAX)
+	if (c->nleases >= max)
 		return -EAGAIN;
 	if (c->nleases < c->leases_cap)
 		return 0;
@@ -256,9 +258,11 @@ static void map_compact(struct ctl_conn *c)
 	c->maps_dead = 0;
 }
 
-int ctl_map_room(struct ctl_conn *c, size_t n)
+int ctl_map_room(const struct ctl_server *srv, struct ctl_conn *c, size_t n)
 {
-	if (n > CTL_CONN_MAPS_MAX - ctl_map_count(c))
+	size_t max = srv->lim.conn_maps ? srv->lim.conn_maps : SIZE_MAX;
+
+	if (ctl_map_count(c) > max || n > max - ctl_map_count(c))
 		return -EAGAIN;
 	if (c->maps_dead && c->nmaps + n > c->maps_cap)
 		map_compact(c);
@@ -331,6 +335,13 @@ int ctl_writer_room(struct ctl_conn *c)
 		    sizeof(*c->writers), CTL_CONN_WRITERS_MAX);
 }
 
+bool ctl_conn_holds(const struct ctl_conn *c)
+{
+	/* an expired lease entry counts: it is pruned only when the array
+	 * is full, and keeping such a client a little longer costs little */
+	return c->busy || c->nleases || ctl_map_count(c) || c->nwriters;
+}
+
 void ctl_lease_track(struct ctl_conn *c, uint64_t id, uint64_t expires_ns)
 {
 	c->leases[c->nleases].id = id;
@@ -382,13 +393,13 @@ void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c, uint64_t id,
 		l->expires_ns = expires_ns;
 }
 
-/* over the cap: say why, best effort (the socket is fresh, the line is
+/* over a cap: say why, best effort (the socket is fresh, the line is
  * short, so it fits the socket buffer), and hang up */
-static void refuse_client(int fd)
+static void refuse_client(int fd, const char *why)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
 
-	ctl_cmd_error(&b, EMFILE, "too many control clients");
+	ctl_cmd_error(&b, EMFILE, why);
 	if (!b.err)
 		(void)!send(fd, b.p, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	kvfs_buf_release(&b);
@@ -415,7 +426,7 @@ static void accept_resume(struct ctl_server *srv)
 	srv->accept_paused = false;
 }
 
-static int conn_add(struct ctl_server *srv, int fd)
+static int conn_add(struct ctl_server *srv, int fd, const struct ucred *cred)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct ctl_conn *c = calloc(1, sizeof(*c));
@@ -424,6 +435,9 @@ static int conn_add(struct ctl_server *srv, int fd)
 		return -ENOMEM;
 	c->id = ++srv->next_conn;
 	c->fd = fd;
+	c->uid = cred->uid;
+	c->pid = cred->pid;
+	c->last_ns = kvfs_mono_ns();
 	c->events = EPOLLIN;
 	ev.data.ptr = c;
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -438,11 +452,78 @@ static int conn_add(struct ctl_server *srv, int fd)
 	return 0;
 }
 
+/*
+ * Close the connection of uid (any uid: NULL) that has been idle longest,
+ * if it holds nothing and has been idle CTL_EVICT_IDLE_MS at least; false
+ * when there is none.  This is what keeps idle clients from holding every
+ * slot before their idle timeout comes: a client that holds nothing
+ * loses nothing by its close but the socket.
+ */
+static bool evict_idle(struct ctl_server *srv, const uid_t *uid)
+{
+	uint64_t now = kvfs_mono_ns();
+	struct ctl_conn *victim = NULL;
+
+	for (struct ctl_conn *c = srv->conns; c; c = c->next) {
+		if ((uid && c->uid != *uid) || ctl_conn_holds(c) ||
+		    now - c->last_ns < CTL_EVICT_IDLE_MS * 1000000ull)
+			continue;
+		if (!victim || c->last_ns < victim->last_ns)
+			victim = c;
+	}
+	if (!victim)
+		return false;
+	kvfs_debug("control socket: closing idle client (uid %u, pid %d) "
+		   "for a new one",
+		   (unsigned)victim->uid, (int)victim->pid);
+	conn_close(srv, victim);
+	return true;
+}
+
+static unsigned uid_conns(const struct ctl_server *srv, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct ctl_conn *c = srv->conns; c; c = c->next)
+		n += c->uid == uid;
+	return n;
+}
+
+/* a slot for a client of cred->uid: 0, or -EMFILE with why filled in */
+static int admit(struct ctl_server *srv, const struct ucred *cred, char *why,
+		 size_t len)
+{
+	unsigned max = srv->lim.uid_clients;
+
+	if (max && uid_conns(srv, cred->uid) >= max &&
+	    !evict_idle(srv, &cred->uid)) {
+		snprintf(why, len,
+			 "uid %u has %u control connections (kvfsd -o "
+			 "ctl_uid_clients)",
+			 (unsigned)cred->uid, max);
+		return -EMFILE;
+	}
+	if (srv->nconns >= CTL_MAX_CLIENTS && !evict_idle(srv, NULL)) {
+		snprintf(why, len, "too many control clients (%u)",
+			 CTL_MAX_CLIENTS);
+		return -EMFILE;
+	}
+	return 0;
+}
+
+/*
+ * Runs after the loop has handled every event of its turn: admitting a
+ * client may close another one, whose event may still be in that turn's
+ * list.
+ */
 static void accept_clients(struct ctl_server *srv)
 {
 	for (;;) {
 		int fd = accept4(srv->lfd, NULL, NULL,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ucred cred = { .pid = 0, .uid = (uid_t)-1 };
+		socklen_t len = sizeof(cred);
+		char why[128];
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE ||
@@ -452,12 +533,59 @@ static void accept_clients(struct ctl_server *srv)
 			 * the client's problem */
 			return;
 		}
-		if (srv->nconns >= CTL_MAX_CLIENTS) {
-			refuse_client(fd);
-		} else if (conn_add(srv, fd) < 0) {
+		/* a unix socket always has its peer's credentials; should
+		 * it not, the client counts as uid -1, a stranger to all */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+			cred = (struct ucred){ .pid = 0, .uid = (uid_t)-1 };
+		if (admit(srv, &cred, why, sizeof(why)) < 0)
+			refuse_client(fd, why);
+		else if (conn_add(srv, fd, &cred) < 0)
 			close(fd);
-		}
 	}
+}
+
+/* ---- idle clients ---------------------------------------------------- */
+
+/* when the first connection that may time out does (UINT64_MAX: none) */
+static uint64_t idle_deadline(const struct ctl_server *srv)
+{
+	uint64_t idle = (uint64_t)srv->lim.idle_s * 1000000000ull;
+	uint64_t first = UINT64_MAX;
+
+	if (!idle)
+		return first;
+	for (const struct ctl_conn *c = srv->conns; c; c = c->next)
+		if (!ctl_conn_holds(c) && c->last_ns + idle < first)
+			first = c->last_ns + idle;
+	return first;
+}
+
+/* close the connections idle past lim.idle_s that hold nothing; also
+ * after the turn's events, for the same reason as accept_clients */
+static void idle_sweep(struct ctl_server *srv)
+{
+	uint64_t idle = (uint64_t)srv->lim.idle_s * 1000000000ull;
+	uint64_t now = kvfs_mono_ns();
+	struct ctl_conn *c, *next;
+	unsigned n = 0;
+
+	if (!idle)
+		return;
+	for (c = srv->conns; c; c = next) {
+		next = c->next;
+		if (ctl_conn_holds(c) || now - c->last_ns < idle)
+			continue;
+		kvfs_debug("control socket: closing a client idle for %u s "
+			   "(uid %u, pid %d)",
+			   srv->lim.idle_s, (unsigned)c->uid, (int)c->pid);
+		conn_close(srv, c);
+		n++;
+	}
+	/* one line a sweep: a crowd of idle clients must not flood the
+	 * log */
+	if (n)
+		kvfs_info("control socket: closed %u client%s idle for %u s", n,
+			  n == 1 ? "" : "s", srv->lim.idle_s);
 }
 
 /* ---- serving -------------------------------------------------------- */
@@ -533,6 +661,7 @@ static int conn_serve_one(struct ctl_server *srv, struct ctl_conn *c)
 	}
 	len = (size_t)(nl - c->in);
 	*nl = '\0';
+	c->last_ns = kvfs_mono_ns();
 	if (len && c->in[len - 1] == '\r')
 		c->in[--len] = '\0';
 	srv->requests++;
@@ -743,16 +872,21 @@ static void jobs_deliver(struct ctl_server *srv)
 
 static int loop_timeout(const struct ctl_server *srv, bool backlog)
 {
-	uint64_t now;
+	uint64_t now, first = idle_deadline(srv);
 
 	if (backlog)
 		return 0;
-	if (!srv->accept_paused)
+	if (srv->accept_paused && srv->resume_ns < first)
+		first = srv->resume_ns;
+	if (first == UINT64_MAX)
 		return -1;
 	now = kvfs_mono_ns();
-	return now >= srv->resume_ns
-		       ? 0
-		       : (int)((srv->resume_ns - now) / 1000000 + 1);
+	if (now >= first)
+		return 0;
+	/* capped so that the ms count fits an int */
+	return first - now > 3600000000000ull
+		       ? 3600000
+		       : (int)((first - now) / 1000000 + 1);
 }
 
 static void *ctl_loop(void *arg)
@@ -762,6 +896,7 @@ static void *ctl_loop(void *arg)
 	bool backlog = false;
 
 	for (;;) {
+		bool accepting = false;
 		int n = epoll_wait(srv->epfd, ev, 64,
 				   loop_timeout(srv, backlog));
 
@@ -776,14 +911,19 @@ static void *ctl_loop(void *arg)
 			if (p == &tag_stop)
 				return NULL;
 			if (p == &tag_listen)
-				accept_clients(srv);
+				accepting = true;
 			else if (p == &tag_job)
 				jobs_deliver(srv);
 			else
 				conn_event(srv, p, ev[i].events);
 		}
-		/* a client only ever closes itself, and epoll reports each
-		 * fd once per wait, so no entry of ev[] is stale */
+		/* a client only ever closes itself in the turn, and epoll
+		 * reports each fd once per wait, so no entry of ev[] is
+		 * stale; closing others (a new client's room, idle ones)
+		 * waits until the turn is over */
+		if (accepting)
+			accept_clients(srv);
+		idle_sweep(srv);
 		accept_resume(srv);
 		backlog = serve_backlog(srv);
 	}
@@ -870,8 +1010,27 @@ out_unlink:
 	return rc;
 }
 
+void ctl_limits_default(struct ctl_limits *lim)
+{
+	*lim = (struct ctl_limits){
+		.idle_s = CTL_IDLE_S_DEFAULT,
+		.uid_clients = CTL_UID_CLIENTS_DEFAULT,
+		.conn_leases = CTL_CONN_LEASES_DEFAULT,
+		.uid_leases = CTL_UID_LEASES_DEFAULT,
+		.conn_maps = CTL_CONN_MAPS_DEFAULT,
+		.lease_max_ms = CTL_LEASE_MAX_MS_DEFAULT,
+	};
+}
+
 int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
 		     const char *info_json, struct ctl_server **out)
+{
+	return ctl_server_start_limits(st, path, mode, info_json, NULL, out);
+}
+
+int ctl_server_start_limits(struct kv_store *st, const char *path, mode_t mode,
+			    const char *info_json, const struct ctl_limits *lim,
+			    struct ctl_server **out)
 {
 	struct ctl_server *srv;
 	int rc;
@@ -887,6 +1046,10 @@ int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
 	if (!srv)
 		return -ENOMEM;
 	srv->st = st;
+	if (lim)
+		srv->lim = *lim;
+	else
+		ctl_limits_default(&srv->lim);
 	srv->lfd = srv->efd = srv->jfd = srv->epfd = -1;
 	pthread_mutex_init(&srv->job_mu, NULL);
 	pthread_cond_init(&srv->job_cv, NULL);

@@ -11,11 +11,52 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "kvstore/store.h"
 
 struct ctl_server;
+
+/*
+ * What one client may hold, and for how long it may sit idle: kvfsd's
+ * -o ctl_* options (kvfsd(8) justifies each default).  A "client" is one
+ * connection; the uid caps add up every connection of one peer uid
+ * (SO_PEERCRED), so that opening more connections gains nothing.  A
+ * value of 0 means no limit.
+ *
+ *   idle_s       a connection that has sent nothing for this long and
+ *                holds nothing (no lease, map, writer or running job) is
+ *                closed.  One that holds something is kept, since its
+ *                close would drop what it holds (libkvfs does not
+ *                reconnect); the caps below bound those instead.
+ *   uid_clients  connections one uid may have open (-EMFILE past it)
+ *   conn_leases  live match leases of one connection (-EAGAIN)
+ *   uid_leases   live leases, match and pin, of one uid (-EAGAIN)
+ *   conn_maps    blocks one connection maps at once (-EAGAIN)
+ *   lease_max_ms the longest lease or renewal: a longer one is granted
+ *                for lease_max_ms, and the answer says so
+ *
+ * Whatever the caps, a full table (CTL_MAX_CLIENTS) does not turn a new
+ * client away while some connection holds nothing and has been idle for
+ * CTL_EVICT_IDLE_MS (ctl_int.h): the one idle longest is closed to make
+ * room.
+ */
+struct ctl_limits {
+	unsigned idle_s;
+	unsigned uid_clients;
+	unsigned conn_leases;
+	unsigned uid_leases;
+	unsigned conn_maps;
+	uint32_t lease_max_ms;
+};
+#define CTL_IDLE_S_DEFAULT 60u
+#define CTL_UID_CLIENTS_DEFAULT 128u /* half of CTL_MAX_CLIENTS */
+#define CTL_CONN_LEASES_DEFAULT 4096u
+#define CTL_UID_LEASES_DEFAULT 32768u /* half of what the store holds */
+#define CTL_CONN_MAPS_DEFAULT 65536u
+#define CTL_LEASE_MAX_MS_DEFAULT 3600000u /* 1 h */
+void ctl_limits_default(struct ctl_limits *lim);
 
 /*
  * Bind path (an existing socket file there is replaced only when nobody
@@ -26,6 +67,10 @@ struct ctl_server;
  */
 int ctl_server_start(struct kv_store *st, const char *path, mode_t mode,
 		     const char *info_json, struct ctl_server **out);
+/* the same with limits (copied); NULL: ctl_limits_default's */
+int ctl_server_start_limits(struct kv_store *st, const char *path, mode_t mode,
+			    const char *info_json, const struct ctl_limits *lim,
+			    struct ctl_server **out);
 /*
  * What the control socket asks of a cluster (kvfsd_cluster.h), as
  * function pointers so that the server builds without it: "nodes",

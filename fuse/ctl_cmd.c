@@ -467,6 +467,12 @@ static int match_fail(struct req *r, long rc, const char *ns)
 {
 	if (rc == -EAGAIN)
 		return fail(r, -EAGAIN, "too many live leases");
+	/* the uid's cap: -EAGAIN like the others, as libkvfs documents */
+	if (rc == -EDQUOT)
+		return fail(r, -EAGAIN,
+			    "uid %u holds %u live leases (kvfsd -o "
+			    "ctl_uid_leases)",
+			    (unsigned)r->conn->uid, r->srv->lim.uid_leases);
 	return fail(r, (int)rc, "matching in \"%.255s\": %s", ns,
 		    strerror((int)-rc));
 }
@@ -497,14 +503,27 @@ static int cmd_lookup(struct req *r)
  * allocation can fail between the pin and its bookkeeping */
 static int lease_room(struct req *r)
 {
-	int rc = ctl_lease_room(r->conn);
+	int rc = ctl_lease_room(r->srv, r->conn);
 
 	if (rc == -EAGAIN)
-		return fail(r, rc, "this connection holds %u live leases",
-			    CTL_CONN_LEASES_MAX);
+		return fail(r, rc,
+			    "this connection holds %u live leases (kvfsd -o "
+			    "ctl_leases)",
+			    r->srv->lim.conn_leases);
 	if (rc)
 		return fail(r, rc, "out of memory");
 	return 0;
+}
+
+/* a lease length asked for, clamped to -o lease_max_ms: the answer's
+ * "lease_ms" is what was granted, so the client can renew in time */
+static int arg_lease_ms(struct req *r, uint32_t *ms)
+{
+	int rc = arg_u32(r, "lease_ms", 1, CTLP_LEASE_MS_MAX, ms);
+
+	if (!rc && r->srv->lim.lease_max_ms && *ms > r->srv->lim.lease_max_ms)
+		*ms = r->srv->lim.lease_max_ms;
+	return rc;
 }
 
 /* match (scoped to this connection) and pin (not): the same but for who
@@ -512,6 +531,12 @@ static int lease_room(struct req *r)
 static int match_or_pin(struct req *r, bool scoped)
 {
 	uint8_t(*h)[KVFS_HASH_LEN] = NULL;
+	struct kv_lease_owner owner = {
+		.uid = (uint32_t)r->conn->uid,
+		.pid = (int32_t)r->conn->pid,
+		.conn = r->conn->id,
+		.scoped = scoped,
+	};
 	uint64_t lease = 0, expires;
 	struct ns_arg ns;
 	uint32_t ms;
@@ -521,7 +546,7 @@ static int match_or_pin(struct req *r, bool scoped)
 
 	rc = arg_ns(r, &ns);
 	if (!rc)
-		rc = arg_u32(r, "lease_ms", 1, CTLP_LEASE_MS_MAX, &ms);
+		rc = arg_lease_ms(r, &ms);
 	if (!rc && scoped)
 		rc = lease_room(r);
 	if (!rc)
@@ -531,8 +556,8 @@ static int match_or_pin(struct req *r, bool scoped)
 	/* taken before the match, so the entry can only expire later than
 	 * the lease does, never sooner */
 	expires = kvfs_mono_ns() + (uint64_t)ms * 1000000;
-	k = kv_store_match(r->srv->st, ns.id, (const uint8_t(*)[32])h, n, ms,
-			   &lease);
+	k = kv_store_match_owned(r->srv->st, ns.id, (const uint8_t(*)[32])h, n,
+				 ms, &owner, r->srv->lim.uid_leases, &lease);
 	free(h);
 	if (k < 0)
 		return match_fail(r, k, ns.name);
@@ -564,6 +589,26 @@ static int lease_fail(struct req *r, int rc, uint64_t lease)
 		    strerror(-rc));
 }
 
+/*
+ * Only the uid that took a lease, or root, may release or renew it: a
+ * lease is what keeps an engine's blocks from being evicted under it.
+ * Lease ids are never reused, so the lease checked is the one released.
+ */
+static int lease_mine(struct req *r, uint64_t lease)
+{
+	struct kv_lease_info li;
+	int rc = kv_store_lease_stat(r->srv->st, lease, &li);
+
+	if (rc)
+		return lease_fail(r, rc, lease);
+	if (r->conn->uid != 0 && li.owner.uid != (uint32_t)r->conn->uid)
+		return fail(r, -EPERM,
+			    "lease %llu belongs to uid %u; only it or root "
+			    "may release or renew it",
+			    (unsigned long long)lease, (unsigned)li.owner.uid);
+	return 0;
+}
+
 static int cmd_unpin(struct req *r)
 {
 	uint64_t lease;
@@ -572,6 +617,8 @@ static int cmd_unpin(struct req *r)
 	rc = arg_u64(r, "lease", 1, UINT64_MAX, &lease);
 	if (!rc)
 		rc = arg_end(r);
+	if (!rc)
+		rc = lease_mine(r, lease);
 	if (rc)
 		return rc;
 	rc = kv_store_lease_release(r->srv->st, lease);
@@ -589,9 +636,11 @@ static int cmd_renew(struct req *r)
 
 	rc = arg_u64(r, "lease", 1, UINT64_MAX, &lease);
 	if (!rc)
-		rc = arg_u32(r, "lease_ms", 1, CTLP_LEASE_MS_MAX, &ms);
+		rc = arg_lease_ms(r, &ms);
 	if (!rc)
 		rc = arg_end(r);
+	if (!rc)
+		rc = lease_mine(r, lease);
 	if (rc)
 		return rc;
 	expires = kvfs_mono_ns() + (uint64_t)ms * 1000000;
@@ -602,6 +651,63 @@ static int cmd_renew(struct req *r)
 	kvfs_buf_printf(r->out, ",\"lease\":\"%llu\",\"lease_ms\":%u",
 			(unsigned long long)lease, ms);
 	return 0;
+}
+
+/* lease list [CURSOR [MAX]]: every live lease, in id order, a page at a
+ * time as ls does; anyone may look (ids do not let one take a lease) */
+static int cmd_lease_list(struct req *r)
+{
+	struct kv_lease_info *li;
+	uint64_t cursor = 0, max = CTL_LEASES_PAGE, now = kvfs_mono_ns();
+	long n;
+	int rc = 0;
+
+	if (r->next)
+		rc = arg_u64(r, "cursor", 0, UINT64_MAX, &cursor);
+	if (!rc && r->next)
+		rc = arg_u64(r, "max", 1, CTL_LEASES_PAGE, &max);
+	if (!rc)
+		rc = arg_end(r);
+	if (rc)
+		return rc;
+	li = malloc(max * sizeof(*li));
+	if (!li)
+		return fail(r, -ENOMEM, "out of memory");
+	n = kv_store_lease_list(r->srv->st, cursor, li, max);
+	if (n < 0) {
+		free(li);
+		return fail(r, (int)n, "listing leases: %s", strerror((int)-n));
+	}
+	kvfs_buf_puts(r->out, ",\"leases\":[");
+	for (long i = 0; i < n; i++) {
+		const struct kv_lease_info *l = &li[i];
+
+		kvfs_buf_printf(r->out,
+				"%s{\"lease\":\"%llu\",\"kind\":\"%s\","
+				"\"blocks\":%u,\"expires_ms\":%llu,",
+				i ? "," : "", (unsigned long long)l->id,
+				l->owner.scoped ? "match" : "pin", l->blocks,
+				(unsigned long long)(l->expires_ns > now
+							     ? (l->expires_ns -
+								now) / 1000000
+							     : 0));
+		if (l->owner.uid == KV_LEASE_NOBODY)
+			kvfs_buf_puts(r->out, "\"uid\":null,\"pid\":null}");
+		else
+			kvfs_buf_printf(r->out, "\"uid\":%u,\"pid\":%d}",
+					l->owner.uid, l->owner.pid);
+	}
+	kvfs_buf_printf(r->out, "],\"next\":\"%llu\",\"end\":%s",
+			(unsigned long long)(n ? li[n - 1].id : cursor),
+			(uint64_t)n < max ? "true" : "false");
+	free(li);
+	return 0;
+}
+
+/* lease revoke LEASE: unpin under its own name, for an administrator */
+static int cmd_lease_revoke(struct req *r)
+{
+	return cmd_unpin(r);
 }
 
 static int cmd_evict(struct req *r)
@@ -688,9 +794,11 @@ static int map_one(struct req *r, const struct ns_arg *ns, const uint8_t *h)
 static int map_room(struct req *r, size_t n)
 {
 	/* room first, so that no allocation can fail holding a ref */
-	int rc = ctl_map_room(r->conn, n);
+	int rc = ctl_map_room(r->srv, r->conn, n);
 
-	return rc ? room_fail(r, rc, "maps", CTL_CONN_MAPS_MAX) : 0;
+	return rc ? room_fail(r, rc, "maps (kvfsd -o ctl_maps)",
+			      r->srv->lim.conn_maps)
+		  : 0;
 }
 
 static int cmd_map(struct req *r)
@@ -1050,6 +1158,8 @@ static const struct ctl_cmd ctl_cmds[] = {
 	{ "pin", NULL, cmd_pin },
 	{ "unpin", NULL, cmd_unpin },
 	{ "renew", NULL, cmd_renew },
+	{ "lease", "list", cmd_lease_list },
+	{ "lease", "revoke", cmd_lease_revoke },
 	{ "evict", NULL, cmd_evict },
 	{ "map", NULL, cmd_map },
 	{ "mapv", NULL, cmd_mapv },
@@ -1063,7 +1173,7 @@ static const struct ctl_cmd ctl_cmds[] = {
 
 #define NCMDS (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))
 
-/* the first word, and for "ns" the second one too */
+/* the first word, and for "ns" and "lease" the second one too */
 static const struct ctl_cmd *find_cmd(struct req *r)
 {
 	const char *w = next_word(r), *sub = NULL;

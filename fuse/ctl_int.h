@@ -35,12 +35,15 @@
 #include "src/common/hash.h"
 #include "src/common/json.h"
 
-#define CTL_MAX_CLIENTS 256	 /* more are told -EMFILE and closed */
-#define CTL_CONN_LEASES_MAX 4096 /* match leases held by one connection */
-#define CTL_BATCH 32		 /* requests served per client per turn */
+#define CTL_MAX_CLIENTS 256 /* more are told -EMFILE and closed */
+/* a full table closes the longest-idle connection that holds nothing
+ * for a new one, if it has been idle this long: a client between its
+ * connect and its first request is not idle, only slow */
+#define CTL_EVICT_IDLE_MS 1000
+#define CTL_BATCH 32 /* requests served per client per turn */
 #define CTL_READ_CHUNK 65536
-#define CTL_CONN_MAPS_MAX 65536	  /* blocks one connection maps at once */
 #define CTL_CONN_WRITERS_MAX 1024 /* zero-copy writers of one connection */
+#define CTL_LEASES_PAGE 1000u	  /* leases per "lease list" page */
 #define CTL_JOBS_MAX 4		  /* commands running off the loop at once */
 
 /*
@@ -73,7 +76,10 @@ struct ctl_lease {
 struct ctl_conn {
 	uint64_t id; /* never reused: a job finds its client by it */
 	int fd;
-	char *in; /* bytes read, not yet served */
+	uid_t uid;	  /* the peer's, from SO_PEERCRED at accept */
+	pid_t pid;	  /* 0 when the kernel could not say */
+	uint64_t last_ns; /* monotonic: its last request (or its connect) */
+	char *in;	  /* bytes read, not yet served */
 	size_t in_len;
 	size_t in_cap;
 	char *out; /* response being sent */
@@ -115,6 +121,7 @@ struct ctl_server {
 	bool accept_paused; /* out of fds: retry at resume_ns */
 	uint64_t resume_ns;
 	pthread_t thread;
+	struct ctl_limits lim; /* set at start, never changed */
 	struct ctl_conn *conns;
 	unsigned nconns;
 	uint64_t requests;
@@ -159,9 +166,9 @@ void ctl_cmd_serve(struct ctl_server *srv, struct ctl_conn *c, char *line,
 /* an error response line in out */
 void ctl_cmd_error(struct kvfs_buf *out, int err, const char *msg);
 /* ctl.c: the connection leases.  ctl_lease_room makes room for one more
- * in c (-EAGAIN when CTL_CONN_LEASES_MAX live ones are held, -ENOMEM), so
+ * in c (-EAGAIN when lim.conn_leases live ones are held, -ENOMEM), so
  * that ctl_lease_track, called after the pin, cannot fail. */
-int ctl_lease_room(struct ctl_conn *c);
+int ctl_lease_room(const struct ctl_server *srv, struct ctl_conn *c);
 void ctl_lease_track(struct ctl_conn *c, uint64_t id, uint64_t expires_ns);
 /* after unpin / renew by any client: update whichever connection holds
  * it, c first */
@@ -171,14 +178,14 @@ void ctl_lease_renewed(struct ctl_server *srv, struct ctl_conn *c, uint64_t id,
 
 /*
  * ctl.c: c's maps.  ctl_map_room makes room for n more (-EAGAIN when
- * that would hold more than CTL_CONN_MAPS_MAX, -ENOMEM), so that the
+ * that would hold more than lim.conn_maps, -ENOMEM), so that the
  * ctl_map_add calls after the store's gets cannot fail.
  * ctl_map_unmap puts the references of the n maps ids[] names, all or
  * none: -ENOENT, with *bad the index of the first id that is not a map
  * of c (or names one a second time), and nothing dropped.
  * ctl_map_drop_last takes back the last n ctl_map_add calls.
  */
-int ctl_map_room(struct ctl_conn *c, size_t n);
+int ctl_map_room(const struct ctl_server *srv, struct ctl_conn *c, size_t n);
 void ctl_map_add(struct ctl_conn *c, uint64_t id, const struct kv_ref *ref);
 int ctl_map_unmap(struct ctl_server *srv, struct ctl_conn *c,
 		  const uint64_t *ids, size_t n, size_t *bad);
@@ -190,5 +197,7 @@ static inline size_t ctl_map_count(const struct ctl_conn *c)
 /* grow c's writer array for one more; -EAGAIN past CTL_CONN_WRITERS_MAX,
  * -ENOMEM */
 int ctl_writer_room(struct ctl_conn *c);
+/* does c hold anything that its close would drop? */
+bool ctl_conn_holds(const struct ctl_conn *c);
 
 #endif /* KVFS_CTL_INT_H */

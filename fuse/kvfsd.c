@@ -276,8 +276,8 @@ static int start_ctl(struct daemon *d)
 
 	if (!info)
 		return -ENOMEM;
-	rc = ctl_server_start(d->st, d->o.ctl_path, d->o.ctl_mode, info,
-			      &d->ctl);
+	rc = ctl_server_start_limits(d->st, d->o.ctl_path, d->o.ctl_mode, info,
+				     &d->o.ctl_limits, &d->ctl);
 	free(info);
 	if (rc < 0)
 		kvfs_err("control socket %s: %s", d->o.ctl_path, strerror(-rc));
@@ -339,6 +339,11 @@ static int start_cluster(struct daemon *d)
 		.node_id = d->o.node_id,
 		.listen = d->o.listen_o,
 		.secret_file = d->o.secret_file_o,
+		.etcd = { .ca_file = d->o.etcd_ca_o,
+			  .cert_file = d->o.etcd_cert_o,
+			  .key_file = d->o.etcd_key_o,
+			  .user = d->o.etcd_user_o,
+			  .password_file = d->o.etcd_password_file_o },
 		.conductor = d->o.conductor_o,
 		.transport = (enum kv_transport)d->o.transport,
 		.replicas = d->o.replicas,

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "fuse/ctl.h"
+
 #define KVFSD_SLOT_SIZE (2u << 20)
 #define KVFSD_SLOTS_MAX_DEFAULT 1024u
 #define KVFSD_BLOCK_TOKENS 512u
@@ -53,12 +55,25 @@ struct kvfsd_opts {
 	char *layout_o;
 	char *ctl_mode_o;
 	char *lease_ms_o;
+	/* the control socket's limits (struct ctl_limits) */
+	char *ctl_idle_o;
+	char *ctl_uid_clients_o;
+	char *ctl_leases_o;
+	char *ctl_uid_leases_o;
+	char *ctl_maps_o;
+	char *lease_max_ms_o;
 	int reformat;
 	/* cluster options (--name VALUE or --name=VALUE) */
 	char *cluster_o;
 	char *node_id_o;
 	char *listen_o;
 	char *secret_file_o;
+	/* etcd TLS and authentication (kvfsd(8), ETCD SECURITY) */
+	char *etcd_ca_o;
+	char *etcd_cert_o;
+	char *etcd_key_o;
+	char *etcd_user_o;
+	char *etcd_password_file_o;
 	char *replicas_o;
 	char *transport_o;
 	char *conductor_o;
@@ -79,6 +94,7 @@ struct kvfsd_opts {
 	unsigned layout; /* of namespaces made by mkdir (enum kv_layout) */
 	uint32_t lease_ms;
 	mode_t ctl_mode;
+	struct ctl_limits ctl_limits; /* ctl_limits_default's, then -o */
 	unsigned replicas;
 	uint32_t timeout_ms;
 	int transport;	     /* enum kv_transport */

@@ -27,6 +27,7 @@
 #include "fuse/kvfsd_cluster_int.h"
 #include "fuse/fs.h"
 #include "src/common/log.h"
+#include "src/common/privfile.h"
 
 #define NREPL 2
 #define REPL_TRIES 5
@@ -34,43 +35,27 @@
 
 /* ---- the secret ---------------------------------------------------- */
 
-static int read_secret(const char *path, uint8_t **out, size_t *len)
+int cl_read_secret(const char *path, uint8_t **out, size_t *len)
 {
-	uint8_t *buf = malloc(SECRET_MAX + 1);
-	struct stat sb;
-	ssize_t n;
-	int fd, err;
+	const char *why;
+	char *buf;
+	mode_t perm;
+	ssize_t n = kvfs_privfile_read(path, SECRET_MAX, &buf, &perm, &why);
 
-	if (!buf)
-		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = errno;
-		kvfs_err("--secret-file %s: %s", path, strerror(err));
-		free(buf);
-		return -err;
+	if (n < 0 && n != -EFBIG) {
+		kvfs_err("--secret-file %s: %s", path, why);
+		return (int)n;
 	}
-	if (fstat(fd, &sb) == 0 && (sb.st_mode & 0077))
-		kvfs_warn("--secret-file %s is readable by others (mode %04o)",
-			  path, (unsigned)(sb.st_mode & 07777));
-	n = read(fd, buf, SECRET_MAX + 1);
-	err = errno;
-	close(fd);
-	if (n < 0) {
-		kvfs_err("--secret-file %s: %s", path, strerror(err));
-		free(buf);
-		return -err;
-	}
-	/* a trailing newline is the editor's, not the secret's */
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (n > SECRET_MAX || (size_t)n < KV_XFER_SECRET_MIN) {
+	if (n < KV_XFER_SECRET_MIN) {
 		kvfs_err("--secret-file %s: the secret must be %u to %u bytes",
 			 path, KV_XFER_SECRET_MIN, SECRET_MAX);
-		free(buf);
+		kvfs_privfile_free(buf, n > 0 ? (size_t)n : 0);
 		return -EINVAL;
 	}
-	*out = buf;
+	if (perm & 077)
+		kvfs_warn("--secret-file %s is readable by others (mode %04o)",
+			  path, (unsigned)perm);
+	*out = (uint8_t *)buf;
 	*len = (size_t)n;
 	return 0;
 }
@@ -95,6 +80,18 @@ static bool is_self(const struct kvfsd_cluster *c, const struct kv_node_info *n)
 	return strcmp(n->id, c->node_id) == 0;
 }
 
+/* how the transfer engine reaches node n: by its id at its address, so
+ * that the handshake fails unless n itself answers (auth.h) */
+struct peer {
+	char s[KV_NODE_ID_MAX + 1 + 128 + 1];
+};
+
+static const char *peer_of(const struct kv_node_info *n, struct peer *p)
+{
+	snprintf(p->s, sizeof(p->s), "%s@%s", n->id, n->addr);
+	return p->s;
+}
+
 /* ---- remote reads -------------------------------------------------- */
 
 struct inflight {
@@ -112,6 +109,7 @@ static int fetch_from_cluster(struct kvfsd_cluster *c, const char *ns,
 	struct kv_node_info *nodes = NULL;
 	size_t home[64], nhome = 0;
 	bool tried[256] = { false };
+	struct peer p;
 	long n = cl_home(c, ns, hash, &nodes, home, &nhome);
 	int rc = -ENOENT, last = -ENOENT;
 
@@ -129,7 +127,8 @@ static int fetch_from_cluster(struct kvfsd_cluster *c, const char *ns,
 			if (tried[i] || is_self(c, &nodes[i]))
 				continue;
 			tried[i] = true;
-			rc = kv_xfer_fetch(c->xf, nodes[i].addr, ns, hash);
+			rc = kv_xfer_fetch(c->xf, peer_of(&nodes[i], &p), ns,
+					   hash);
 			if (rc == 0) {
 				kvfs_debug("fetched %s block from node %s", ns,
 					   nodes[i].id);
@@ -216,6 +215,7 @@ static int push_home(struct kvfsd_cluster *c, const char *ns,
 		     const struct kv_node_info *nodes, const size_t *home,
 		     size_t nhome, bool check_first)
 {
+	struct peer p;
 	int have = 0;
 
 	for (size_t k = 0; k < nhome; k++) {
@@ -226,12 +226,13 @@ static int push_home(struct kvfsd_cluster *c, const char *ns,
 			have++;
 			continue;
 		}
-		rc = check_first ? kv_xfer_has(c->xf, m->addr, ns, hash) : 0;
+		rc = check_first ? kv_xfer_has(c->xf, peer_of(m, &p), ns, hash)
+				 : 0;
 		if (rc == 1) {
 			have++;
 			continue;
 		}
-		rc = kv_xfer_push(c->xf, m->addr, ns, hash);
+		rc = kv_xfer_push(c->xf, peer_of(m, &p), ns, hash);
 		if (rc == 0) {
 			have++;
 			atomic_fetch_add(&c->pushed, 1);
@@ -474,8 +475,11 @@ static bool home_holds(struct kvfsd_cluster *c, const char *ns,
 		       const struct kv_node_info *nodes, const size_t *home,
 		       size_t nhome)
 {
+	struct peer p;
+
 	for (size_t k = 0; k < nhome; k++)
-		if (kv_xfer_has(c->xf, nodes[home[k]].addr, ns, hash) != 0)
+		if (kv_xfer_has(c->xf, peer_of(&nodes[home[k]], &p), ns,
+				hash) != 0)
 			return true;
 	return false;
 }
@@ -727,6 +731,7 @@ long kvfsd_cluster_prefetch(struct kvfsd_cluster *c, const char *node,
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
+		struct peer p;
 		int rc = 0;
 
 		if (stop && atomic_load(stop)) {
@@ -739,7 +744,8 @@ long kvfsd_cluster_prefetch(struct kvfsd_cluster *c, const char *node,
 				kv_store_lookup(c->st, id, hashes[i]) != 1))
 			rc = kvfsd_cluster_fetch(c, ns, hashes[i]);
 		if (rc == 0 && to)
-			rc = kv_xfer_push(c->xf, to->addr, ns, hashes[i]);
+			rc = kv_xfer_push(c->xf, peer_of(to, &p), ns,
+					  hashes[i]);
 		res[i] = rc;
 		ok += rc == 0;
 	}
@@ -753,10 +759,14 @@ static int join(struct kvfsd_cluster *c, const struct kvfsd_cluster_config *cfg)
 {
 	struct kv_cluster_config cc = {
 		.url = cfg->url,
+		.etcd = cfg->etcd,
 		.on_change = on_change,
 		.arg = c,
 	};
 	const char *host_end = strrchr(cfg->listen, ':');
+	uint8_t *secret = NULL;
+	size_t secret_len = 0;
+	int rc;
 
 	snprintf(cc.self.id, sizeof(cc.self.id), "%s", cfg->node_id);
 	/* the port the engine bound, which may have been 0 */
@@ -775,7 +785,16 @@ static int join(struct kvfsd_cluster *c, const struct kvfsd_cluster_config *cfg)
 	if (cfg->conductor)
 		snprintf(cc.self.conductor, sizeof(cc.self.conductor), "%s",
 			 cfg->conductor);
-	return kv_cluster_join(&cc, &c->cl);
+	/* the records in etcd carry a MAC under the same secret */
+	rc = cl_read_secret(cfg->secret_file, &secret, &secret_len);
+	if (rc < 0)
+		return rc;
+	cc.secret = secret;
+	cc.secret_len = secret_len;
+	rc = kv_cluster_join(&cc, &c->cl);
+	explicit_bzero(secret, secret_len);
+	free(secret);
+	return rc;
 }
 
 /* what kvfsd_cluster_stop undoes, however far a start got */
@@ -806,7 +825,7 @@ int kvfsd_events_start(const struct kvfsd_cluster_config *cfg,
 
 	if (!c)
 		return -ENOMEM;
-	rc = cl_ev_start(c, cfg->conductor);
+	rc = cl_ev_start(c, cfg->conductor, cfg->secret_file);
 	if (rc < 0) {
 		kvfsd_cluster_stop(c);
 		return rc;
@@ -828,13 +847,14 @@ int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
 
 	if (!c)
 		return -ENOMEM;
-	rc = read_secret(cfg->secret_file, &secret, &secret_len);
+	rc = cl_read_secret(cfg->secret_file, &secret, &secret_len);
 	if (rc < 0)
 		goto fail;
 	xc.store = cfg->store;
 	xc.listen = cfg->listen;
 	xc.secret = secret;
 	xc.secret_len = secret_len;
+	xc.node = cfg->node_id;
 	xc.transport = cfg->transport;
 	xc.timeout_ms = cfg->timeout_ms;
 	xc.on_insert = on_insert;
@@ -854,7 +874,7 @@ int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
 		goto fail;
 	}
 	if (cfg->conductor) {
-		rc = cl_ev_start(c, cfg->conductor);
+		rc = cl_ev_start(c, cfg->conductor, cfg->secret_file);
 		if (rc < 0)
 			goto fail;
 	}

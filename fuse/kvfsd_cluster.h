@@ -34,6 +34,7 @@
 
 #include "src/common/hash.h"
 #include "src/common/json.h"
+#include "kvstore/cluster.h"
 #include "kvstore/store.h"
 #include "kvstore/xfer.h"
 
@@ -49,7 +50,8 @@ struct kvfsd_cluster_config {
 	const char *node_id;
 	const char *listen; /* HOST:PORT peers reach us on */
 	const char *secret_file;
-	const char *conductor; /* HOST:PORT or NULL */
+	struct kv_etcd_auth etcd; /* --etcd-*: TLS and auth to etcd */
+	const char *conductor;	  /* HOST:PORT or NULL */
 	enum kv_transport transport;
 	unsigned replicas;
 	uint32_t timeout_ms;

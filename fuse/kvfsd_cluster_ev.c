@@ -8,7 +8,13 @@
  * that overflows, or a connection that breaks, costs a reconnect and a
  * resync: events are hints, and the resync makes the conductor right
  * again.  The conductor's node number is the --node-id, which must then
- * be a number below 65536.
+ * be a number below 65536.  A stream quiet for EV_KEEPALIVE_MS gets an
+ * empty frame: the conductor closes a stream that sends no frame for its
+ * idle timeout (120 s by default, kvconductor(8)).
+ *
+ * With --secret-file, each connection starts with the transfer engine's
+ * handshake (auth.h) as node --node-id toward the conductor, and every
+ * frame then goes out as a sealed record (event.h, "Authentication").
  */
 #include "config.h"
 
@@ -23,8 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvstore/auth.h"
 #include "sched/event.h"
 #include "fuse/kvfsd_cluster_int.h"
+#include "src/common/le.h"
 #include "src/common/log.h"
 #include "src/common/net.h"
 
@@ -32,6 +40,7 @@
 #define EV_BATCH 1024u /* records per frame */
 #define EV_RETRY_MS 1000
 #define EV_IO_TIMEOUT_MS 5000
+#define EV_KEEPALIVE_MS 30000
 
 struct ev_item {
 	uint8_t op;
@@ -51,7 +60,12 @@ struct cl_ev {
 	struct ev_item *ring;
 	uint32_t head, len;
 	uint64_t seq;
+	uint64_t sent_ms; /* the last frame went out (kvfs_net_now_ms) */
 	int fd;
+	uint8_t *secret; /* NULL: a plain stream */
+	size_t secret_len;
+	struct kv_tagger tag; /* this connection's, once authenticated */
+	bool tagged;
 };
 
 static void hook(void *arg, enum kv_store_event e, uint32_t ns,
@@ -86,6 +100,9 @@ static bool ev_stopping(void *arg)
 	return stop;
 }
 
+static int ev_handshake(struct cl_ev *ev);
+static void ev_disconnect(struct cl_ev *ev);
+
 /* bounded, and cut short by cl_ev_stop: a conductor whose host drops
  * our SYNs must not hold the daemon's stop for the kernel's minutes */
 static int ev_connect(struct cl_ev *ev)
@@ -104,9 +121,105 @@ static int ev_connect(struct cl_ev *ev)
 	if (fd < 0)
 		return fd;
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ev->fd = fd;
 	ev->seq = 0;
+	if (!ev->secret)
+		return 0;
+	rc = ev_handshake(ev);
+	if (rc < 0)
+		ev_disconnect(ev);
+	return rc;
+}
+
+static int recv_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = recv(fd, p, len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+	}
 	return 0;
+}
+
+static int send_all(int fd, const void *buf, size_t len);
+
+/* one handshake frame of type want (or AUTH_FAIL: -EACCES) */
+static int hs_recv(int fd, uint8_t want, struct kv_wire_msg *m)
+{
+	uint8_t hbuf[KV_WIRE_HDR_LEN], meta[KV_WIRE_META_MAX];
+	struct kv_wire_hdr h;
+	int rc = recv_all(fd, hbuf, sizeof(hbuf));
+
+	if (rc == 0)
+		rc = kv_wire_hdr_decode(hbuf, sizeof(hbuf), &h);
+	if (rc == 0 && h.payload_len != h.meta_len)
+		rc = -EBADMSG;
+	if (rc == 0)
+		rc = recv_all(fd, meta, h.meta_len);
+	if (rc == 0)
+		rc = kv_wire_decode(&h, meta, h.meta_len, m);
+	if (rc == 0 && m->type == KV_WIRE_AUTH_FAIL)
+		return -EACCES;
+	return rc == 0 && m->type != want ? -EBADMSG : rc;
+}
+
+static int hs_send(int fd, const struct kv_wire_msg *m)
+{
+	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
+	long n = kv_wire_encode(m, buf, sizeof(buf));
+
+	return n < 0 ? (int)n : send_all(fd, buf, (size_t)n);
+}
+
+/* the transfer engine's handshake, as our node toward the conductor */
+static int ev_handshake(struct cl_ev *ev)
+{
+	uint8_t ks[KV_AUTH_KEY_LEN], kr[KV_AUTH_KEY_LEN];
+	struct kv_wire_msg out, in;
+	struct kv_auth a;
+	int rc;
+
+	kv_auth_init(&a, KV_AUTH_CLIENT, ev->secret, ev->secret_len,
+		     ev->c->node_id);
+	rc = kv_auth_client_hello(&a, SCHED_EV_AUTH_ID, &out);
+	if (rc == 0)
+		rc = hs_send(ev->fd, &out);
+	if (rc == 0)
+		rc = hs_recv(ev->fd, KV_WIRE_CHALLENGE, &in);
+	if (rc == 0)
+		rc = kv_auth_client_answer(&a, &in, &out);
+	if (rc == 0)
+		rc = hs_send(ev->fd, &out);
+	if (rc == 0)
+		rc = hs_recv(ev->fd, KV_WIRE_AUTH_OK, &in);
+	if (rc == 0)
+		rc = kv_auth_client_finish(&a, &in);
+	if (rc == 0)
+		rc = kv_auth_keys(&a, ks, kr);
+	if (rc == 0)
+		rc = kv_tagger_init(&ev->tag, ks);
+	explicit_bzero(ks, sizeof(ks));
+	explicit_bzero(kr, sizeof(kr));
+	ev->tagged = rc == 0;
+	return rc == -ECONNRESET ? -EACCES : rc;
+}
+
+static void ev_disconnect(struct cl_ev *ev)
+{
+	if (ev->fd >= 0)
+		close(ev->fd);
+	ev->fd = -1;
+	if (ev->tagged)
+		kv_tagger_fini(&ev->tag);
+	ev->tagged = false;
 }
 
 static int send_all(int fd, const void *buf, size_t len)
@@ -130,18 +243,41 @@ static int send_frame(struct cl_ev *ev, const char *ns,
 		      const struct sched_ev_rec *recs, uint32_t n)
 {
 	size_t cap = sched_ev_frame_size(strlen(ns), n);
-	void *buf = malloc(cap);
+	/* room for a sealed record's length and tag around the frame */
+	uint8_t *buf = malloc(4 + cap + KV_WIRE_TAG_LEN);
+	size_t head = ev->tagged ? 4 : 0;
 	long len;
 	int rc;
 
 	if (!buf)
 		return -ENOMEM;
-	len = sched_ev_encode(buf, cap, ev->node, ev->seq, ns, recs, n);
-	rc = len < 0 ? (int)len : send_all(ev->fd, buf, (size_t)len);
-	free(buf);
+	len = sched_ev_encode(buf + head, cap, ev->node, ev->seq, ns, recs, n);
+	rc = len < 0 ? (int)len : 0;
+	if (rc == 0 && ev->tagged) {
+		kv_put_le32(buf, (uint32_t)len);
+		rc = kv_tagger_begin(&ev->tag);
+		if (rc == 0)
+			rc = kv_tagger_update(&ev->tag, buf, 4 + (size_t)len);
+		if (rc == 0)
+			rc = kv_tagger_finish(&ev->tag, buf + 4 + len);
+		len += 4 + KV_WIRE_TAG_LEN;
+	}
 	if (rc == 0)
+		rc = send_all(ev->fd, buf, (size_t)len);
+	free(buf);
+	if (rc == 0) {
 		ev->seq++;
+		ev->sent_ms = kvfs_net_now_ms();
+	}
 	return rc;
+}
+
+/* an empty frame (event.h) after EV_KEEPALIVE_MS without one */
+static int keepalive(struct cl_ev *ev)
+{
+	if (kvfs_net_now_ms() - ev->sent_ms < EV_KEEPALIVE_MS)
+		return 0;
+	return send_frame(ev, "-", NULL, 0);
 }
 
 /* RESET, then every local block */
@@ -256,10 +392,10 @@ static void *ev_main(void *arg)
 		}
 		if (rc == 0)
 			rc = drain(ev, recs);
-		if (rc < 0 && ev->fd >= 0) {
-			close(ev->fd);
-			ev->fd = -1;
-		}
+		if (rc == 0)
+			rc = keepalive(ev);
+		if (rc < 0 && ev->fd >= 0)
+			ev_disconnect(ev);
 		pthread_mutex_lock(&ev->lock);
 		if (ev->stop)
 			break;
@@ -273,7 +409,8 @@ static void *ev_main(void *arg)
 	return NULL;
 }
 
-int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
+int cl_ev_start(struct kvfsd_cluster *c, const char *addr,
+		const char *secret_file)
 {
 	struct cl_ev *ev = calloc(1, sizeof(*ev));
 	char *end;
@@ -296,8 +433,16 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
 		free(ev);
 		return -EINVAL;
 	}
+	if (secret_file) {
+		rc = cl_read_secret(secret_file, &ev->secret, &ev->secret_len);
+		if (rc < 0) {
+			free(ev);
+			return rc;
+		}
+	}
 	ev->ring = calloc(EV_RING, sizeof(*ev->ring));
 	if (!ev->ring) {
+		free(ev->secret);
 		free(ev);
 		return -ENOMEM;
 	}
@@ -311,6 +456,7 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr)
 	if (rc < 0) {
 		kv_store_set_event_hook(c->st, NULL, NULL);
 		free(ev->ring);
+		free(ev->secret);
 		free(ev);
 		return rc;
 	}
@@ -330,8 +476,10 @@ void cl_ev_stop(struct kvfsd_cluster *c)
 	pthread_cond_signal(&ev->wake);
 	pthread_mutex_unlock(&ev->lock);
 	pthread_join(ev->thread, NULL);
-	if (ev->fd >= 0)
-		close(ev->fd);
+	ev_disconnect(ev);
+	if (ev->secret)
+		explicit_bzero(ev->secret, ev->secret_len);
+	free(ev->secret);
 	pthread_mutex_destroy(&ev->lock);
 	pthread_cond_destroy(&ev->wake);
 	free(ev->ring);

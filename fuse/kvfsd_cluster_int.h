@@ -62,7 +62,12 @@ long cl_home(struct kvfsd_cluster *c, const char *ns,
 	     size_t *home, size_t *nhome);
 
 /* kvfsd_cluster_ev.c */
-int cl_ev_start(struct kvfsd_cluster *c, const char *addr);
+/* secret_file (NULL: none) makes the stream authenticated (event.h,
+ * "Authentication") */
+int cl_ev_start(struct kvfsd_cluster *c, const char *addr,
+		const char *secret_file);
+/* the cluster secret of --secret-file, malloc'd; logs why not */
+int cl_read_secret(const char *path, uint8_t **out, size_t *len);
 void cl_ev_stop(struct kvfsd_cluster *c);
 
 #endif /* KVFS_FUSE_CLUSTER_INT_H */

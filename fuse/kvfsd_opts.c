@@ -11,6 +11,7 @@
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "src/common/cli.h"
+#include "src/common/ctlproto.h"
 #include "src/common/hash.h"
 #include "fuse/kvfsd.h"
 #include "kvstore/cluster.h"
@@ -41,6 +43,12 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("layout=%s", layout_o),
 	KOPT("ctl_mode=%s", ctl_mode_o),
 	KOPT("lease_ms=%s", lease_ms_o),
+	KOPT("ctl_idle=%s", ctl_idle_o),
+	KOPT("ctl_uid_clients=%s", ctl_uid_clients_o),
+	KOPT("ctl_leases=%s", ctl_leases_o),
+	KOPT("ctl_uid_leases=%s", ctl_uid_leases_o),
+	KOPT("ctl_maps=%s", ctl_maps_o),
+	KOPT("lease_max_ms=%s", lease_max_ms_o),
 	KOPT("reformat", reformat),
 	KOPT("--cluster %s", cluster_o),
 	KOPT("--cluster=%s", cluster_o),
@@ -50,6 +58,16 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("--listen=%s", listen_o),
 	KOPT("--secret-file %s", secret_file_o),
 	KOPT("--secret-file=%s", secret_file_o),
+	KOPT("--etcd-ca %s", etcd_ca_o),
+	KOPT("--etcd-ca=%s", etcd_ca_o),
+	KOPT("--etcd-cert %s", etcd_cert_o),
+	KOPT("--etcd-cert=%s", etcd_cert_o),
+	KOPT("--etcd-key %s", etcd_key_o),
+	KOPT("--etcd-key=%s", etcd_key_o),
+	KOPT("--etcd-user %s", etcd_user_o),
+	KOPT("--etcd-user=%s", etcd_user_o),
+	KOPT("--etcd-password-file %s", etcd_password_file_o),
+	KOPT("--etcd-password-file=%s", etcd_password_file_o),
 	KOPT("--replicas %s", replicas_o),
 	KOPT("--replicas=%s", replicas_o),
 	KOPT("--transport %s", transport_o),
@@ -97,6 +115,16 @@ void kvfsd_usage(FILE *fp)
 	      "  ctl=PATH           control socket (default DIR/ctl.sock)\n"
 	      "  ctl_mode=MODE      its permissions, octal (default 0600)\n"
 	      "  lease_ms=N         default prefix-match lease (10000)\n"
+	      "  lease_max_ms=N     longest lease a client gets; longer\n"
+	      "                     ones are cut to it (3600000; 0: 24 h)\n"
+	      "  ctl_idle=S         close a control client that holds\n"
+	      "                     nothing after S s without a request\n"
+	      "                     (60; 0: never)\n"
+	      "  ctl_uid_clients=N  control connections per uid (128)\n"
+	      "  ctl_leases=N       live match leases per connection (4096)\n"
+	      "  ctl_uid_leases=N   live leases per uid (32768)\n"
+	      "  ctl_maps=N         blocks mapped per connection (65536)\n"
+	      "                     (for the four caps, 0: no cap)\n"
 	      "  reformat           format pool and index anew when their\n"
 	      "                     geometry differs (drops every block)\n"
 	      "\n"
@@ -105,13 +133,24 @@ void kvfsd_usage(FILE *fp)
 	      "  --cluster etcd://HOST:PORT[,HOST:PORT...]/NAME\n"
 	      "                     join cluster NAME, whose membership is\n"
 	      "                     kept in the etcd at HOST:PORT (several:\n"
-	      "                     the next is tried when one is down)\n"
+	      "                     the next is tried when one is down);\n"
+	      "                     etcds://...: to etcd over TLS\n"
 	      "  --node-id ID       this node's id: 1..63 of [A-Za-z0-9._-]\n"
 	      "                     (default without --cluster: 0)\n"
 	      "  --listen HOST:PORT where peers reach this node (port 0:\n"
 	      "                     any free one)\n"
 	      "  --secret-file PATH the cluster secret peers authenticate\n"
-	      "                     with (16..4096 bytes)\n"
+	      "                     with (16..4096 bytes); it also signs\n"
+	      "                     the records kvfsd keeps in etcd\n"
+	      "  --etcd-ca PATH     CAs etcd's certificate must chain to\n"
+	      "                     (etcds:// only; default the system's)\n"
+	      "  --etcd-cert PATH --etcd-key PATH\n"
+	      "                     client certificate for etcd and its\n"
+	      "                     key (etcds:// only)\n"
+	      "  --etcd-user NAME --etcd-password-file PATH\n"
+	      "                     authenticate to etcd as NAME with the\n"
+	      "                     password in PATH (not readable by\n"
+	      "                     group or others)\n"
 	      "  --replicas R       copies of each block (default 2)\n"
 	      "  --transport auto|tcp|rdma\n"
 	      "                     how blocks move (default auto: rdma when\n"
@@ -173,10 +212,21 @@ void kvfsd_opts_free(struct kvfsd_opts *o)
 	free(o->layout_o);
 	free(o->ctl_mode_o);
 	free(o->lease_ms_o);
+	free(o->ctl_idle_o);
+	free(o->ctl_uid_clients_o);
+	free(o->ctl_leases_o);
+	free(o->ctl_uid_leases_o);
+	free(o->ctl_maps_o);
+	free(o->lease_max_ms_o);
 	free(o->cluster_o);
 	free(o->node_id_o);
 	free(o->listen_o);
 	free(o->secret_file_o);
+	free(o->etcd_ca_o);
+	free(o->etcd_cert_o);
+	free(o->etcd_key_o);
+	free(o->etcd_user_o);
+	free(o->etcd_password_file_o);
 	free(o->replicas_o);
 	free(o->transport_o);
 	free(o->conductor_o);
@@ -222,6 +272,52 @@ static int parse_mode(const char *v, mode_t *out)
 	}
 	*out = (mode_t)m;
 	return 0;
+}
+
+/* -o NAME=N into *out when given: 0..max */
+static int parse_uint(const char *name, const char *v, uint64_t max,
+		      unsigned *out)
+{
+	char opt[32];
+	uint64_t n;
+	int rc;
+
+	if (!v)
+		return 0;
+	snprintf(opt, sizeof(opt), "-o %s", name);
+	rc = cli_parse_u64(NULL, opt, v, 0, max, &n);
+	if (rc == 0)
+		*out = (unsigned)n;
+	return rc;
+}
+
+/* the control socket's limits: ctl.h's defaults, then -o */
+static int parse_ctl_limits(struct kvfsd_opts *o)
+{
+	struct ctl_limits *l = &o->ctl_limits;
+	unsigned ms = 0;
+	int rc;
+
+	ctl_limits_default(l);
+	rc = parse_uint("ctl_idle", o->ctl_idle_o, 86400u * 365, &l->idle_s);
+	if (!rc)
+		rc = parse_uint("ctl_uid_clients", o->ctl_uid_clients_o,
+				UINT32_MAX, &l->uid_clients);
+	if (!rc)
+		rc = parse_uint("ctl_leases", o->ctl_leases_o, UINT32_MAX,
+				&l->conn_leases);
+	if (!rc)
+		rc = parse_uint("ctl_uid_leases", o->ctl_uid_leases_o,
+				UINT32_MAX, &l->uid_leases);
+	if (!rc)
+		rc = parse_uint("ctl_maps", o->ctl_maps_o, UINT32_MAX,
+				&l->conn_maps);
+	if (!rc && o->lease_max_ms_o) {
+		rc = parse_uint("lease_max_ms", o->lease_max_ms_o,
+				CTLP_LEASE_MS_MAX, &ms);
+		l->lease_max_ms = ms;
+	}
+	return rc;
 }
 
 static int parse_numbers(struct kvfsd_opts *o)
@@ -275,6 +371,9 @@ static int parse_numbers(struct kvfsd_opts *o)
 			return rc;
 		o->lease_ms = (uint32_t)v;
 	}
+	rc = parse_ctl_limits(o);
+	if (rc < 0)
+		return rc;
 	return o->ctl_mode_o ? parse_mode(o->ctl_mode_o, &o->ctl_mode) : 0;
 }
 
@@ -643,6 +742,22 @@ static bool node_number(const char *id)
 	return *id != '\0';
 }
 
+/* --etcd-*: pairs given together, TLS files only with etcds:// */
+static int parse_etcd_auth(const struct kvfsd_opts *o, bool tls)
+{
+	if (!o->etcd_cert_o != !o->etcd_key_o)
+		return usage_error("--etcd-cert and --etcd-key go together");
+	if (!tls && (o->etcd_ca_o || o->etcd_cert_o))
+		return usage_error("--etcd-ca and --etcd-cert need an "
+				   "etcds:// --cluster");
+	if (!o->etcd_user_o != !o->etcd_password_file_o)
+		return usage_error("--etcd-user and --etcd-password-file go "
+				   "together");
+	if (o->etcd_user_o && !*o->etcd_user_o)
+		return usage_error("empty --etcd-user");
+	return 0;
+}
+
 /*
  * The cluster options: all or nothing, checked before anything starts.
  * --node-id and --conductor stand alone too: a single node may feed a
@@ -650,8 +765,11 @@ static bool node_number(const char *id)
  */
 static int parse_cluster(struct kvfsd_opts *o)
 {
-	const char *only[] = { o->listen_o, o->secret_file_o, o->replicas_o,
-			       o->transport_o, o->timeout_ms_o };
+	const char *only[] = { o->listen_o,	o->secret_file_o,
+			       o->replicas_o,	o->transport_o,
+			       o->timeout_ms_o, o->etcd_ca_o,
+			       o->etcd_cert_o,	o->etcd_key_o,
+			       o->etcd_user_o,	o->etcd_password_file_o };
 	char ep[KV_CLUSTER_EPS_MAX], name[256];
 	enum kv_transport t = KV_TRANSPORT_AUTO;
 	uint64_t v;
@@ -673,8 +791,10 @@ static int parse_cluster(struct kvfsd_opts *o)
 				   "65536, not '%s'",
 				   o->node_id);
 	if (!o->cluster_o) {
+		/* a lone node's event stream authenticates with it too */
 		for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
-			if (only[i])
+			if (only[i] &&
+			    !(only[i] == o->secret_file_o && o->conductor_o))
 				return usage_error("cluster options need "
 						   "--cluster");
 		return 0;
@@ -682,8 +802,11 @@ static int parse_cluster(struct kvfsd_opts *o)
 	if (kv_cluster_url_parse(o->cluster_o, ep, sizeof(ep), name,
 				 sizeof(name)) < 0)
 		return usage_error("bad --cluster '%s' (want "
-				   "etcd://HOST:PORT[,HOST:PORT...]/NAME)",
+				   "etcd[s]://HOST:PORT[,HOST:PORT...]/NAME)",
 				   o->cluster_o);
+	rc = parse_etcd_auth(o, strncmp(ep, "https://", 8) == 0);
+	if (rc < 0)
+		return rc;
 	if (!o->node_id_o)
 		return usage_error("--cluster needs --node-id");
 	if (!o->listen_o)

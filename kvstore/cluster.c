@@ -8,7 +8,13 @@
  *                     {"id", "addr", "transports", "slot_size", "nslots",
  *                      "rdma", "conductor"}; unknown members are ignored,
  *                     missing ones read as "" or 0
- *   ns/<namespace>    block_tokens in decimal, no lease
+ *   ns/<namespace>    block_tokens in decimal, " open" for an open one,
+ *                     no lease
+ *
+ * and each value ends in " mac=<64 hex>" (kv_cluster_rec_seal, cluster_int.h).
+ * A record that fails its MAC is never used; a node or namespace record in our
+ * way (our own id or a namespace we publish) that fails it is replaced,
+ * compare-and-swap on its mod_revision.
  *
  * Threads, besides the callers':
  *
@@ -28,33 +34,51 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "src/common/clock.h"
 #include "kvstore/cluster.h"
 #include "kvstore/cluster_int.h"
 #include "src/common/json.h"
 #include "src/common/log.h"
+#include "src/common/privfile.h"
 
 #define CLUSTER_NAME_MAX KV_NODE_ID_MAX
 #define RESYNC_MS 5000u /* a watch can die silently: range anyway */
 #define RETRY_MS 500u	/* after a failed keepalive or watch */
 #define KEY_MAX (8 + CLUSTER_NAME_MAX + 4 + KVFS_NS_MAX + 1)
+#define BAD_LOG_MS 10000u /* one line per kind of bad record per 10 s */
+#define PASSWORD_MAX 1024
+#define SECRET_MAX 4096
+
+enum rec_kind { REC_NODE, REC_NS, REC_KINDS };
 
 struct kv_cluster {
 	char endpoint[ETCD_URLS_MAX];
 	char name[CLUSTER_NAME_MAX + 1];
 	char prefix[KEY_MAX]; /* /kvfs/<name>/nodes/ */
 	char self_key[KEY_MAX];
-	char *self_val; /* JSON of self */
+	char *self_val; /* JSON of self, without its MAC (it names the lease) */
 	size_t self_len;
 	struct kv_node_info self;
+	uint8_t *secret; /* the MAC key */
+	size_t secret_len;
+	char *password;	       /* of conf.user, read from its file */
+	struct etcd_conf conf; /* the connections point at it */
+	struct kvfs_ratelimit bad_log[REC_KINDS];
+	atomic_uint_least64_t bad_records;
 	void (*on_change)(void *arg);
 	void *arg;
 
@@ -96,8 +120,9 @@ static bool ip6_char(char ch)
 }
 
 /* one HOST:PORT at *pp (up to ',' or '/'), appended to out as
- * "http://HOST:PORT"; *pp moves past it */
-static int url_endpoint(const char **pp, struct kvfs_buf *out, const char **why)
+ * "SCHEME://HOST:PORT"; *pp moves past it */
+static int url_endpoint(const char **pp, const char *scheme,
+			struct kvfs_buf *out, const char **why)
 {
 	const char *host = *pp, *hend, *p;
 	unsigned long port = 0;
@@ -130,7 +155,7 @@ static int url_endpoint(const char **pp, struct kvfs_buf *out, const char **why)
 	*why = "no room for the result";
 	if (hlen + 20 >= ETCD_ENDPOINT_MAX)
 		return -EINVAL;
-	kvfs_buf_printf(out, "%shttp://%.*s:%lu", out->len ? "," : "",
+	kvfs_buf_printf(out, "%s%s://%.*s:%lu", out->len ? "," : "", scheme,
 			(int)hlen, host, port);
 	*pp = p;
 	return 0;
@@ -140,19 +165,24 @@ static int url_endpoint(const char **pp, struct kvfs_buf *out, const char **why)
 static int url_parse(const char *url, char *endpoint, size_t elen, char *name,
 		     size_t nlen, const char **why)
 {
-	static const char scheme[] = "etcd://";
 	struct kvfs_buf eps = KVFS_BUF_INIT;
-	const char *p;
+	const char *p, *scheme;
 	unsigned n = 0;
 	size_t plen;
 	int rc;
 
-	*why = "it does not start with etcd://";
-	if (!url || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+	*why = "it does not start with etcd:// or etcds://";
+	if (url && strncmp(url, "etcd://", 7) == 0) {
+		scheme = "http";
+		p = url + 7;
+	} else if (url && strncmp(url, "etcds://", 8) == 0) {
+		scheme = "https";
+		p = url + 8;
+	} else {
 		return -EINVAL;
-	p = url + sizeof(scheme) - 1;
+	}
 	for (;;) {
-		rc = url_endpoint(&p, &eps, why);
+		rc = url_endpoint(&p, scheme, &eps, why);
 		if (rc < 0)
 			goto out;
 		n++;
@@ -252,14 +282,23 @@ static int get_u64(json_object *o, const char *key, uint64_t max, uint64_t *out)
 	return *out <= max ? 0 : -EINVAL;
 }
 
-/* n must be zeroed: snapshots are compared with memcmp */
-static int node_decode(const char *id, const char *val, struct kv_node_info *n)
+/* n must be zeroed: snapshots are compared with memcmp; val: len bytes,
+ * one JSON object and nothing after it */
+static int node_decode(const char *id, const char *val, size_t len,
+		       struct kv_node_info *n)
 {
-	json_object *o = json_tokener_parse(val);
+	json_tokener *tok = json_tokener_new();
+	json_object *o = NULL;
 	uint64_t slot_size, nslots;
 	int rc = -EINVAL;
 
-	if (!o || !json_object_is_type(o, json_type_object))
+	if (!tok)
+		return -ENOMEM;
+	if (len < INT32_MAX && !memchr(val, '\0', len))
+		o = json_tokener_parse_ex(tok, val, (int)len);
+	if (!o || json_tokener_get_error(tok) != json_tokener_success ||
+	    json_tokener_get_parse_end(tok) != len ||
+	    !json_object_is_type(o, json_type_object))
 		goto out_put;
 	if (get_str(o, "addr", n->addr, sizeof(n->addr)) ||
 	    get_str(o, "transports", n->transports, sizeof(n->transports)) ||
@@ -275,23 +314,56 @@ static int node_decode(const char *id, const char *val, struct kv_node_info *n)
 	rc = 0;
 out_put:
 	json_object_put(o);
+	json_tokener_free(tok);
+	return rc;
+}
+
+/* ---- record MACs ------------------------------------------------------ */
+
+/* a record that failed its MAC: counted, and said at most once per
+ * BAD_LOG_MS per kind (a forged node is seen again at every resync) */
+static void bad_record(struct kv_cluster *c, enum rec_kind kind,
+		       const char *key, int why)
+{
+	uint64_t missed = 0;
+
+	atomic_fetch_add(&c->bad_records, 1);
+	if (!kvfs_ratelimit(&c->bad_log[kind], BAD_LOG_MS, &missed))
+		return;
+	kvfs_warn("cluster %s: ignoring the %s record %s in etcd: %s (not "
+		  "written by a node with our --secret-file); %" PRIu64
+		  " more held back",
+		  c->name, kind == REC_NODE ? "node" : "namespace", key,
+		  why == -ENOMSG ? "it has no MAC" : "its MAC is wrong",
+		  missed);
+}
+
+static int rec_check(struct kv_cluster *c, enum rec_kind kind, const char *key,
+		     int64_t lease, const char *val, size_t vlen, size_t *blen)
+{
+	int rc = kv_cluster_rec_open(c->secret, c->secret_len, key, lease, val,
+				     vlen, blen);
+
+	if (rc == -ENOMSG || rc == -EBADMSG)
+		bad_record(c, kind, key, rc);
 	return rc;
 }
 
 /* ---- snapshots -------------------------------------------------------- */
 
 struct snap {
-	const struct kv_cluster *c;
+	struct kv_cluster *c;
 	struct kv_node_info *v;
 	size_t n, cap;
 };
 
 static int snap_add(const char *key, size_t klen, const char *val, size_t vlen,
-		    void *arg)
+		    int64_t lease, void *arg)
 {
 	struct snap *s = arg;
-	size_t plen = strlen(s->c->prefix);
+	size_t plen = strlen(s->c->prefix), blen;
 	const char *id = key + plen;
+	int rc;
 
 	if (klen <= plen || kv_node_id_valid(id) < 0 ||
 	    strlen(id) != klen - plen) {
@@ -307,8 +379,13 @@ static int snap_add(const char *key, size_t klen, const char *val, size_t vlen,
 		s->v = v;
 		s->cap = cap;
 	}
+	rc = rec_check(s->c, REC_NODE, key, lease, val, vlen, &blen);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0)
+		return 0;
 	memset(&s->v[s->n], 0, sizeof(s->v[s->n]));
-	if (node_decode(id, val, &s->v[s->n]) < 0) {
+	if (node_decode(id, val, blen, &s->v[s->n]) < 0) {
 		kvfs_debug("cluster %s: node %s: unreadable record", s->c->name,
 			   id);
 		return 0;
@@ -375,18 +452,72 @@ static int resync(struct kv_cluster *c, int64_t *rev, bool notify)
 
 /* ---- registration ----------------------------------------------------- */
 
+/*
+ * Put key -> val unless it exists; an existing value that fails its MAC
+ * (forged, or of a kvfs before MACs) is in the way of no legitimate
+ * node: it is replaced, unless it changed meanwhile.  -EEXIST: a valid
+ * record is there, *old (may be NULL) holds it.
+ */
+static int put_or_replace(struct kv_cluster *c, struct etcd *e,
+			  enum rec_kind kind, const char *key, const char *val,
+			  size_t vlen, int64_t lease, struct etcd_val *old)
+{
+	struct etcd_val have;
+	int64_t mod_rev = 0;
+	size_t blen;
+	int rc;
+
+	for (int tries = 0; tries < 3; tries++) {
+		rc = etcd_put_if(e, key, val, vlen, lease, mod_rev, &have);
+		if (rc != -EEXIST)
+			break;
+		if (!have.val) { /* gone since: create it */
+			mod_rev = 0;
+			continue;
+		}
+		rc = rec_check(c, kind, key, have.lease, have.val, have.len,
+			       &blen);
+		if (rc == 0) {
+			have.val[blen] = '\0'; /* the body, for the caller */
+			have.len = blen;
+			if (old) {
+				*old = have;
+				have.val = NULL;
+			}
+			etcd_val_release(&have);
+			return -EEXIST;
+		}
+		mod_rev = have.mod_rev;
+		etcd_val_release(&have);
+		if (rc != -ENOMSG && rc != -EBADMSG)
+			return rc;
+		kvfs_warn("cluster %s: replacing %s, whose MAC fails", c->name,
+			  key);
+		rc = -EEXIST;
+	}
+	return rc;
+}
+
 /* a fresh lease and our key under it; *lease, *ttl_s on success */
 static int register_self(struct kv_cluster *c, struct etcd *e, uint32_t ttl_s,
 			 int64_t *lease, uint32_t *granted)
 {
 	int64_t id, ttl;
+	char *val;
+	size_t vlen;
 	int rc;
 
 	rc = etcd_lease_grant(e, ttl_s, &id, &ttl);
 	if (rc < 0)
 		return rc;
-	rc = etcd_create(e, c->self_key, c->self_val, c->self_len, id, NULL,
-			 NULL);
+	/* the MAC names the lease: sealed anew for each one */
+	rc = kv_cluster_rec_seal(c->secret, c->secret_len, c->self_key, id,
+				 c->self_val, c->self_len, &val, &vlen);
+	if (rc == 0) {
+		rc = put_or_replace(c, e, REC_NODE, c->self_key, val, vlen, id,
+				    NULL);
+		free(val);
+	}
 	if (rc < 0) {
 		char why[sizeof(e->err)];
 
@@ -529,7 +660,7 @@ static void *watcher_main(void *arg)
 
 		if (!watching)
 			/* where the ranges last got through */
-			watching = etcd_watch_start(&c->watch, c->wa.endpoint,
+			watching = etcd_watch_start(&c->watch, &c->wa,
 						    c->prefix, rev + 1) == 0;
 		rc = etcd_watch_wait(&c->watch, (int)RETRY_MS);
 		if (rc > 0)
@@ -581,7 +712,74 @@ static void cluster_free(struct kv_cluster *c)
 	pthread_mutex_destroy(&c->api_lock);
 	free(c->nodes);
 	free(c->self_val);
+	if (c->secret)
+		OPENSSL_cleanse(c->secret, c->secret_len);
+	free(c->secret);
+	if (c->password)
+		OPENSSL_cleanse(c->password, strlen(c->password));
+	free(c->password);
 	free(c);
+}
+
+/*
+ * The etcd password, from a file only: a command line is readable by
+ * every user of the host (ps, /proc/PID/cmdline).  Refused when group or
+ * others may read the file.  A trailing newline is the editor's.
+ */
+static int read_password(const char *path, char **out)
+{
+	const char *why;
+	mode_t perm;
+	ssize_t n = kvfs_privfile_read(path, PASSWORD_MAX, out, &perm, &why);
+
+	if (n < 0 && n != -EFBIG) {
+		kvfs_err("etcd password file %s: %s", path, why);
+		return (int)n;
+	}
+	if (n >= 0 && (perm & 077)) {
+		kvfs_err("etcd password file %s is readable by group or "
+			 "others (mode %04o): chmod 600 it",
+			 path, (unsigned)perm);
+		kvfs_privfile_free(*out, (size_t)n);
+		*out = NULL;
+		return -EPERM;
+	}
+	if (n <= 0 || memchr(*out, '\0', (size_t)n)) {
+		kvfs_err("etcd password file %s: want 1..%u bytes of text",
+			 path, PASSWORD_MAX);
+		kvfs_privfile_free(*out, n > 0 ? (size_t)n : 0);
+		*out = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* the TLS and auth options against the url's scheme; why: join's line */
+static int auth_check(const struct kv_cluster_config *cfg, const char *endpoint,
+		      const char **why)
+{
+	const struct kv_etcd_auth *a = &cfg->etcd;
+	bool tls = strncmp(endpoint, "https://", 8) == 0;
+
+	*why = "the cluster secret is missing or shorter than 16 bytes";
+	if (!cfg->secret || cfg->secret_len < KV_CLUSTER_SECRET_MIN ||
+	    cfg->secret_len > SECRET_MAX)
+		return -EINVAL;
+	*why = "a client certificate needs its key and the key its "
+	       "certificate";
+	if (!a->cert_file != !a->key_file)
+		return -EINVAL;
+	*why = "TLS files need an etcds:// url";
+	if (!tls && (a->ca_file || a->cert_file))
+		return -EINVAL;
+	*why = "an etcd user needs a password file and a password file a "
+	       "user";
+	if (!a->user != !a->password_file)
+		return -EINVAL;
+	*why = "bad etcd user name";
+	if (a->user && (!*a->user || strlen(a->user) > 255))
+		return -EINVAL;
+	return 0;
 }
 
 /* copy the caller's record, every string cut to its field */
@@ -614,6 +812,10 @@ static int cluster_alloc(const struct kv_cluster_config *cfg,
 	c->ttl_s = cfg->ttl_s ? cfg->ttl_s : KV_CLUSTER_TTL_S;
 	c->on_change = cfg->on_change;
 	c->arg = cfg->arg;
+	c->conf.ca_file = cfg->etcd.ca_file;
+	c->conf.cert_file = cfg->etcd.cert_file;
+	c->conf.key_file = cfg->etcd.key_file;
+	c->conf.user = cfg->etcd.user;
 	/* the keeper's sleeps are durations: a clock step must not
 	 * stretch or skip them */
 	pthread_condattr_init(&ca);
@@ -622,13 +824,24 @@ static int cluster_alloc(const struct kv_cluster_config *cfg,
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->api_lock, NULL);
-	rc = node_encode(&c->self, &c->self_val, &c->self_len);
+	c->secret = malloc(cfg->secret_len);
+	rc = c->secret ? 0 : -ENOMEM;
+	if (rc == 0) {
+		memcpy(c->secret, cfg->secret, cfg->secret_len);
+		c->secret_len = cfg->secret_len;
+	}
+	if (rc == 0 && cfg->etcd.password_file) {
+		rc = read_password(cfg->etcd.password_file, &c->password);
+		c->conf.password = c->password;
+	}
 	if (rc == 0)
-		rc = etcd_init(&c->api, endpoint, ETCD_TIMEOUT_MS);
+		rc = node_encode(&c->self, &c->self_val, &c->self_len);
 	if (rc == 0)
-		rc = etcd_init(&c->ka, endpoint, ETCD_TIMEOUT_MS);
+		rc = etcd_init(&c->api, endpoint, ETCD_TIMEOUT_MS, &c->conf);
 	if (rc == 0)
-		rc = etcd_init(&c->wa, endpoint, ETCD_TIMEOUT_MS);
+		rc = etcd_init(&c->ka, endpoint, ETCD_TIMEOUT_MS, &c->conf);
+	if (rc == 0)
+		rc = etcd_init(&c->wa, endpoint, ETCD_TIMEOUT_MS, &c->conf);
 	if (rc == 0)
 		rc = etcd_watch_init(&c->watch);
 	if (rc < 0) {
@@ -682,13 +895,17 @@ int kv_cluster_join(const struct kv_cluster_config *cfg,
 	if (url_parse(cfg->url, endpoint, sizeof(endpoint), name, sizeof(name),
 		      &why) < 0) {
 		kvfs_err("bad cluster url '%s': %s (want "
-			 "etcd://HOST:PORT[,HOST:PORT...]/NAME)",
+			 "etcd[s]://HOST:PORT[,HOST:PORT...]/NAME)",
 			 cfg->url ? cfg->url : "", why);
 		return -EINVAL;
 	}
 	if (kv_node_id_valid(cfg->self.id) < 0) {
 		kvfs_err("bad node id '%.*s': 1..%d of A-Z a-z 0-9 . _ -",
 			 KV_NODE_ID_MAX, cfg->self.id, KV_NODE_ID_MAX);
+		return -EINVAL;
+	}
+	if (auth_check(cfg, endpoint, &why) < 0) {
+		kvfs_err("cluster %s: %s", name, why);
 		return -EINVAL;
 	}
 	rc = cluster_alloc(cfg, endpoint, name, &c);
@@ -777,6 +994,11 @@ const char *kv_cluster_self(const struct kv_cluster *c)
 	return c->self.id;
 }
 
+uint64_t kv_cluster_bad_records(struct kv_cluster *c)
+{
+	return atomic_load(&c->bad_records);
+}
+
 /* ---- namespaces ------------------------------------------------------- */
 
 /* "BLOCK_TOKENS" (a chain namespace) or "BLOCK_TOKENS open" */
@@ -799,55 +1021,72 @@ static int ns_value_parse(const char *s, uint32_t *out, unsigned *layout)
 int kv_cluster_ns_publish(struct kv_cluster *c, const char *ns,
 			  uint32_t block_tokens, unsigned layout)
 {
-	char key[KEY_MAX], val[24], *old = NULL;
-	size_t oldlen = 0;
+	char key[KEY_MAX], body[24], *val;
+	struct etcd_val old = { 0 };
 	unsigned have_layout;
 	uint32_t have;
+	size_t vlen;
 	int rc;
 
 	if (!c || kvfs_ns_valid(ns) < 0 || block_tokens == 0 ||
 	    block_tokens > KVFS_BLOCK_TOKENS_MAX || layout > 1)
 		return -EINVAL;
 	snprintf(key, sizeof(key), "/kvfs/%s/ns/%s", c->name, ns);
-	snprintf(val, sizeof(val), "%" PRIu32 "%s", block_tokens,
+	snprintf(body, sizeof(body), "%" PRIu32 "%s", block_tokens,
 		 layout ? " open" : "");
+	rc = kv_cluster_rec_seal(c->secret, c->secret_len, key, 0, body,
+				 strlen(body), &val, &vlen);
+	if (rc < 0)
+		return rc;
 	pthread_mutex_lock(&c->api_lock);
-	rc = etcd_create(&c->api, key, val, strlen(val), 0, &old, &oldlen);
+	rc = put_or_replace(c, &c->api, REC_NS, key, val, vlen, 0, &old);
 	if (rc < 0 && rc != -EEXIST)
 		kvfs_warn("cluster %s: publishing namespace %s: %s", c->name,
 			  ns, c->api.err);
 	pthread_mutex_unlock(&c->api_lock);
-	if (rc == -EEXIST && ns_value_parse(old, &have, &have_layout) == 0 &&
+	/* old: a valid record's body */
+	if (rc == -EEXIST &&
+	    ns_value_parse(old.val, &have, &have_layout) == 0 &&
 	    have == block_tokens && have_layout == layout)
 		rc = 0;
-	free(old);
+	etcd_val_release(&old);
+	free(val);
 	return rc;
 }
 
 int kv_cluster_ns_find(struct kv_cluster *c, const char *ns,
 		       uint32_t *block_tokens, unsigned *layout)
 {
-	char key[KEY_MAX], *val = NULL;
+	char key[KEY_MAX];
+	struct etcd_val v = { 0 };
 	unsigned lay;
-	size_t len;
+	size_t blen;
 	int rc;
 
 	if (!c || !block_tokens || kvfs_ns_valid(ns) < 0)
 		return -EINVAL;
 	snprintf(key, sizeof(key), "/kvfs/%s/ns/%s", c->name, ns);
 	pthread_mutex_lock(&c->api_lock);
-	rc = etcd_get(&c->api, key, &val, &len);
+	rc = etcd_get(&c->api, key, &v);
 	if (rc < 0 && rc != -ENOENT)
 		kvfs_warn("cluster %s: looking up namespace %s: %s", c->name,
 			  ns, c->api.err);
 	pthread_mutex_unlock(&c->api_lock);
 	if (rc == 0) {
-		rc = ns_value_parse(val, block_tokens, layout ? layout : &lay);
+		rc = rec_check(c, REC_NS, key, v.lease, v.val, v.len, &blen);
+		/* a record that fails its MAC is no namespace */
+		if (rc == -ENOMSG || rc == -EBADMSG)
+			rc = -ENOENT;
+	}
+	if (rc == 0) {
+		v.val[blen] = '\0';
+		rc = ns_value_parse(v.val, block_tokens,
+				    layout ? layout : &lay);
 		if (rc < 0)
 			kvfs_warn("cluster %s: namespace %s: bad block_tokens "
 				  "'%.16s' in etcd",
-				  c->name, ns, val);
+				  c->name, ns, v.val);
 	}
-	free(val);
+	etcd_val_release(&v);
 	return rc;
 }

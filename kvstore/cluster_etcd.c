@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "kvstore/cluster_int.h"
@@ -116,10 +117,15 @@ static int grpc_errno(int64_t code)
 		return -ENOENT;
 	case 6: /* ALREADY_EXISTS */
 		return -EEXIST;
+	case 7: /* PERMISSION_DENIED: the user may not touch the key */
+		return -EACCES;
 	case 8: /* RESOURCE_EXHAUSTED */
 		return -ENOSPC;
 	case 14: /* UNAVAILABLE */
 		return -EAGAIN;
+	case 16: /* UNAUTHENTICATED: "invalid auth token"; etcd_call
+		  * authenticates again, and says -EACCES if that fails */
+		return -EKEYEXPIRED;
 	default:
 		return -EIO;
 	}
@@ -215,11 +221,20 @@ static int curl_fail(char *err, size_t errlen, const char *endpoint, CURL *h,
  * Options every handle gets.  CURLOPT_PROXY "": etcd is a cluster-local
  * control plane, and an http_proxy in the environment (common on build
  * and GPU hosts) must not route the keepalive through a proxy.
- * NOSIGNAL: these handles live in threads of a daemon.
+ * NOSIGNAL: these handles live in threads of a daemon.  TLS: curl
+ * verifies the server's certificate and name by default (against
+ * ca_file when given); a client certificate is sent when etcd asks
+ * (--client-cert-auth).  An http:// endpoint ignores them.
  */
 static void curl_common(CURL *h, struct curl_slist *hdr, long timeout_ms,
-			char *curl_err)
+			char *curl_err, const struct etcd_conf *conf)
 {
+	if (conf && conf->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, conf->ca_file);
+	if (conf && conf->cert_file) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, conf->cert_file);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, conf->key_file);
+	}
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
@@ -231,10 +246,13 @@ static void curl_common(CURL *h, struct curl_slist *hdr, long timeout_ms,
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 }
 
-/* "Expect:" off: curl would wait for a 100-continue on larger bodies */
-static struct curl_slist *json_headers(void)
+/* "Expect:" off: curl would wait for a 100-continue on larger bodies;
+ * token (may be NULL or ""): etcd's auth token, sent bare as the
+ * gateway passes Authorization on to the gRPC call's metadata */
+static struct curl_slist *json_headers(const char *token)
 {
 	struct curl_slist *a, *b;
+	char *line;
 
 	a = curl_slist_append(NULL, "Content-Type: application/json");
 	if (!a)
@@ -244,10 +262,24 @@ static struct curl_slist *json_headers(void)
 		curl_slist_free_all(a);
 		return NULL;
 	}
-	return b;
+	if (!token || !*token)
+		return b;
+	line = malloc(strlen(token) + 32);
+	if (!line) {
+		curl_slist_free_all(b);
+		return NULL;
+	}
+	sprintf(line, "Authorization: %s", token);
+	a = curl_slist_append(b, line);
+	OPENSSL_cleanse(line, strlen(line));
+	free(line);
+	if (!a)
+		curl_slist_free_all(b);
+	return a;
 }
 
-int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms)
+int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms,
+	      const struct etcd_conf *conf)
 {
 	const char *p = endpoints;
 	int rc = curl_ready();
@@ -270,7 +302,8 @@ int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms)
 	}
 	e->endpoint = e->eps[0];
 	e->timeout_ms = timeout_ms > 0 ? timeout_ms : ETCD_TIMEOUT_MS;
-	e->hdr = json_headers();
+	e->conf = conf;
+	e->hdr = json_headers(NULL);
 	e->h = curl_easy_init();
 	if (!e->hdr || !e->h) {
 		etcd_release(e);
@@ -284,6 +317,7 @@ void etcd_release(struct etcd *e)
 	if (e->h)
 		curl_easy_cleanup(e->h);
 	curl_slist_free_all(e->hdr);
+	OPENSSL_cleanse(e->token, sizeof(e->token));
 	e->h = NULL;
 	e->hdr = NULL;
 }
@@ -329,6 +363,7 @@ static int call_one(struct etcd *e, const char *path, const char *body,
 {
 	char url[ETCD_ENDPOINT_MAX + 64];
 	struct kvfs_buf b = KVFS_BUF_INIT;
+	struct curl_slist *hdr = e->hdr, *auth = NULL;
 	json_object *o, *serr;
 	long status = 0;
 	CURLcode cc;
@@ -336,10 +371,16 @@ static int call_one(struct etcd *e, const char *path, const char *body,
 
 	*out = NULL;
 	e->err[0] = '\0';
+	if (e->token[0]) {
+		auth = json_headers(e->token);
+		if (!auth)
+			return -ENOMEM;
+		hdr = auth;
+	}
 	snprintf(url, sizeof(url), "%s%s", e->endpoint, path);
 	curl_easy_reset(e->h);
 	e->curl_err[0] = '\0';
-	curl_common(e->h, e->hdr, e->timeout_ms, e->curl_err);
+	curl_common(e->h, hdr, e->timeout_ms, e->curl_err, e->conf);
 	curl_easy_setopt(e->h, CURLOPT_URL, url);
 	curl_easy_setopt(e->h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(e->h, CURLOPT_WRITEFUNCTION, sink_write);
@@ -387,14 +428,18 @@ static int call_one(struct etcd *e, const char *path, const char *body,
 	*out = o;
 	rc = 0;
 out_release:
+	/* the body of authenticate holds the password */
+	if (b.p)
+		OPENSSL_cleanse(b.p, b.len);
 	kvfs_buf_release(&b);
+	curl_slist_free_all(auth);
 	return rc;
 }
 
 /* call_one on the endpoint in use, then, while one cannot be reached
  * at all, on each of the others once */
-static int etcd_call(struct etcd *e, const char *path, const char *body,
-		     json_object **out)
+static int call_any(struct etcd *e, const char *path, const char *body,
+		    json_object **out)
 {
 	int rc;
 
@@ -404,9 +449,86 @@ static int etcd_call(struct etcd *e, const char *path, const char *body,
 		rc = call_one(e, path, body, out, &unreached);
 		if (!unreached || tried >= e->neps)
 			return rc;
+		/* the token goes along: a JWT one is good on every member;
+		 * a simple one is not, and the next member's "invalid auth
+		 * token" makes etcd_call authenticate there */
 		e->cur = (e->cur + 1) % e->neps;
 		e->endpoint = e->eps[e->cur];
 	}
+}
+
+/* it goes into a header line: printable ASCII, no blank, CR or LF */
+static bool token_chars(const char *t)
+{
+	for (; *t; t++)
+		if (*t < 0x21 || *t > 0x7e)
+			return false;
+	return true;
+}
+
+/* a fresh token for e->conf's user, on the endpoint in use */
+static int authenticate(struct etcd *e)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	const char *tok;
+	json_object *o;
+	char *body;
+	size_t blen;
+	int rc;
+
+	e->token[0] = '\0';
+	kvfs_buf_puts(&b, "{\"name\":");
+	kvfs_buf_json_str(&b, e->conf->user, strlen(e->conf->user));
+	kvfs_buf_puts(&b, ",\"password\":");
+	kvfs_buf_json_str(&b, e->conf->password, strlen(e->conf->password));
+	kvfs_buf_puts(&b, "}");
+	rc = kvfs_buf_finish(&b, &body, &blen);
+	if (rc < 0)
+		return rc;
+	rc = call_any(e, "/v3/auth/authenticate", body, &o);
+	OPENSSL_cleanse(body, blen);
+	free(body);
+	if (rc < 0) {
+		/* a wrong user or password is INVALID_ARGUMENT */
+		if (rc == -EINVAL || rc == -EKEYEXPIRED)
+			rc = -EACCES;
+		return rc;
+	}
+	tok = jstr(o, "token");
+	if (!tok || !*tok || strlen(tok) >= sizeof(e->token) ||
+	    !token_chars(tok)) {
+		snprintf(e->err, sizeof(e->err), "etcd at %s: authenticate: %s",
+			 e->endpoint,
+			 tok && *tok ? "a token too long or not printable"
+				     : "no token (is auth enabled in etcd?)");
+		rc = -EPROTO;
+	} else {
+		strcpy(e->token, tok);
+	}
+	json_object_put(o);
+	return rc;
+}
+
+/* call_any, authenticated first when the cluster has a user, and once
+ * again when etcd no longer takes the token (even a fresh one: the
+ * endpoint may have changed since) */
+static int etcd_call(struct etcd *e, const char *path, const char *body,
+		     json_object **out)
+{
+	int rc;
+
+	if (e->conf && e->conf->user && !e->token[0]) {
+		rc = authenticate(e);
+		if (rc < 0)
+			return rc;
+	}
+	rc = call_any(e, path, body, out);
+	if (rc == -EKEYEXPIRED && e->conf && e->conf->user) {
+		rc = authenticate(e);
+		if (rc == 0)
+			rc = call_any(e, path, body, out);
+	}
+	return rc == -EKEYEXPIRED ? -EACCES : rc;
 }
 
 /* ---- leases ---------------------------------------------------------- */
@@ -470,22 +592,30 @@ int etcd_lease_revoke(struct etcd *e, int64_t id)
 
 /* ---- keys ------------------------------------------------------------ */
 
+void etcd_val_release(struct etcd_val *v)
+{
+	free(v->val);
+	memset(v, 0, sizeof(*v));
+}
+
 /* value of the first kv of a range reply (or response_range) */
-static int first_value(struct etcd *e, json_object *range, char **val,
-		       size_t *vlen)
+static int first_value(struct etcd *e, json_object *range, struct etcd_val *v)
 {
 	json_object *kvs = jget(range, "kvs");
 	json_object *kv;
 	const char *v64;
 
+	memset(v, 0, sizeof(*v));
 	if (!kvs || !json_object_is_type(kvs, json_type_array) ||
 	    json_object_array_length(kvs) == 0)
 		return -ENOENT;
 	kv = json_object_array_get_idx(kvs, 0);
 	v64 = jstr(kv, "value");
+	v->lease = jint(kv, "lease");
+	v->mod_rev = jint(kv, "mod_revision");
 	/* an empty value is omitted */
-	*val = etcd_unb64(v64 ? v64 : "", vlen);
-	if (!*val) {
+	v->val = etcd_unb64(v64 ? v64 : "", &v->len);
+	if (!v->val) {
 		snprintf(e->err, sizeof(e->err),
 			 "etcd at %s: a value is not base64", e->endpoint);
 		return -EPROTO;
@@ -493,8 +623,8 @@ static int first_value(struct etcd *e, json_object *range, char **val,
 	return 0;
 }
 
-int etcd_create(struct etcd *e, const char *key, const void *val, size_t vlen,
-		int64_t lease, char **old, size_t *oldlen)
+int etcd_put_if(struct etcd *e, const char *key, const void *val, size_t vlen,
+		int64_t lease, int64_t mod_rev, struct etcd_val *old)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
 	char *k64 = etcd_b64(key, strlen(key)), *v64 = etcd_b64(val, vlen);
@@ -503,18 +633,27 @@ int etcd_create(struct etcd *e, const char *key, const void *val, size_t vlen,
 	size_t blen;
 	int rc = -ENOMEM;
 
+	if (old)
+		memset(old, 0, sizeof(*old));
 	if (!k64 || !v64)
 		goto out_free;
 	if (lease)
 		snprintf(lease_s, sizeof(lease_s), ",\"lease\":\"%" PRId64 "\"",
 			 lease);
+	kvfs_buf_printf(&b, "{\"compare\":[{\"key\":\"%s\",", k64);
+	if (mod_rev)
+		kvfs_buf_printf(&b,
+				"\"result\":\"EQUAL\",\"target\":\"MOD\","
+				"\"mod_revision\":\"%" PRId64 "\"}],",
+				mod_rev);
+	else
+		kvfs_buf_puts(&b, "\"result\":\"EQUAL\",\"target\":\"CREATE\","
+				  "\"create_revision\":\"0\"}],");
 	kvfs_buf_printf(&b,
-			"{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\","
-			"\"target\":\"CREATE\",\"create_revision\":\"0\"}],"
 			"\"success\":[{\"request_put\":{\"key\":\"%s\","
 			"\"value\":\"%s\"%s}}],"
 			"\"failure\":[{\"request_range\":{\"key\":\"%s\"}}]}",
-			k64, k64, v64, lease_s, k64);
+			k64, v64, lease_s, k64);
 	rc = kvfs_buf_finish(&b, &body, &blen);
 	if (rc < 0)
 		goto out_free;
@@ -525,11 +664,13 @@ int etcd_create(struct etcd *e, const char *key, const void *val, size_t vlen,
 		goto out_free;
 	rc = -EEXIST;
 	if (old) {
+		int vrc;
+
 		resp = json_object_array_get_idx(jget(o, "responses"), 0);
-		if (first_value(e, jget(resp, "response_range"), old, oldlen) <
-		    0) {
-			/* gone between the compare and the range: it is
-			 * in a txn, so that cannot be; say so */
+		vrc = first_value(e, jget(resp, "response_range"), old);
+		/* a create found it, so it is there (same txn); a replace
+		 * may find it gone */
+		if (vrc < 0 && (vrc != -ENOENT || !mod_rev)) {
 			snprintf(e->err, sizeof(e->err),
 				 "etcd at %s: txn failed without a value",
 				 e->endpoint);
@@ -544,7 +685,7 @@ out_free:
 	return rc;
 }
 
-int etcd_get(struct etcd *e, const char *key, char **val, size_t *vlen)
+int etcd_get(struct etcd *e, const char *key, struct etcd_val *v)
 {
 	char *k64 = etcd_b64(key, strlen(key)), *body;
 	json_object *o;
@@ -560,7 +701,7 @@ int etcd_get(struct etcd *e, const char *key, char **val, size_t *vlen)
 	sprintf(body, "{\"key\":\"%s\"}", k64);
 	rc = etcd_call(e, "/v3/kv/range", body, &o);
 	if (rc == 0)
-		rc = first_value(e, o, val, vlen);
+		rc = first_value(e, o, v);
 	json_object_put(o);
 	free(body);
 	free(k64);
@@ -593,7 +734,7 @@ static int range_walk(struct etcd *e, json_object *kvs, etcd_kv_fn fn,
 				 e->endpoint);
 			return -EPROTO;
 		}
-		rc = fn(k, klen, v, vlen, arg);
+		rc = fn(k, klen, v, vlen, jint(kv, "lease"), arg);
 		free(k);
 		free(v);
 		if (rc)
@@ -647,8 +788,7 @@ int etcd_watch_init(struct etcd_watch *w)
 		return rc;
 	w->m = curl_multi_init();
 	w->tok = json_tokener_new();
-	w->hdr = json_headers();
-	if (!w->m || !w->tok || !w->hdr) {
+	if (!w->m || !w->tok) {
 		etcd_watch_release(w);
 		return -ENOMEM;
 	}
@@ -662,10 +802,8 @@ void etcd_watch_release(struct etcd_watch *w)
 		curl_multi_cleanup(w->m);
 	if (w->tok)
 		json_tokener_free(w->tok);
-	curl_slist_free_all(w->hdr);
 	w->m = NULL;
 	w->tok = NULL;
-	w->hdr = NULL;
 }
 
 /* one message of the stream: {"result": WatchResponse} or {"error": ...} */
@@ -740,12 +878,13 @@ static size_t watch_write(char *p, size_t sz, size_t n, void *arg)
 	return len;
 }
 
-int etcd_watch_start(struct etcd_watch *w, const char *endpoint,
+int etcd_watch_start(struct etcd_watch *w, const struct etcd *conn,
 		     const char *prefix, int64_t start_rev)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
 	char url[ETCD_ENDPOINT_MAX + 16];
 	char *k64 = NULL, *e64 = NULL, *end, *body = NULL;
+	const char *endpoint = conn->endpoint;
 	size_t elen, blen;
 	int rc = -ENOMEM;
 
@@ -753,6 +892,12 @@ int etcd_watch_start(struct etcd_watch *w, const char *endpoint,
 	if (strlen(endpoint) >= sizeof(w->endpoint))
 		return -EINVAL;
 	strcpy(w->endpoint, endpoint);
+	/* the token of the connection that just ranged there: a watch
+	 * with a stale one is canceled, and the watcher ranges (and so
+	 * authenticates) again before its next start */
+	w->hdr = json_headers(conn->token);
+	if (!w->hdr)
+		return -ENOMEM;
 	end = prefix_end(prefix, &elen);
 	if (!end)
 		return -EINVAL;
@@ -774,7 +919,7 @@ int etcd_watch_start(struct etcd_watch *w, const char *endpoint,
 	}
 	snprintf(url, sizeof(url), "%s/v3/watch", endpoint);
 	w->curl_err[0] = '\0';
-	curl_common(w->h, w->hdr, ETCD_WATCH_MS, w->curl_err);
+	curl_common(w->h, w->hdr, ETCD_WATCH_MS, w->curl_err, conn->conf);
 	curl_easy_setopt(w->h, CURLOPT_URL, url);
 	curl_easy_setopt(w->h, CURLOPT_COPYPOSTFIELDS, body);
 	curl_easy_setopt(w->h, CURLOPT_WRITEFUNCTION, watch_write);
@@ -801,6 +946,8 @@ void etcd_watch_end(struct etcd_watch *w)
 		curl_easy_cleanup(w->h);
 		w->h = NULL;
 	}
+	curl_slist_free_all(w->hdr);
+	w->hdr = NULL;
 	if (w->tok)
 		json_tokener_reset(w->tok);
 	w->http_checked = 0;

@@ -18,11 +18,21 @@
  * and how loudly to log it, because the keepalive thread retrying every
  * ttl/3 must not flood the log.
  *
+ * Authentication (conf->user): a connection authenticates (POST
+ * /v3/auth/authenticate) before its first request and sends the token as
+ * the Authorization header of every request; when etcd answers that the
+ * token is invalid (gRPC UNAUTHENTICATED: it expired, --auth-token-ttl,
+ * or the member restarted) it authenticates again and retries that
+ * request once.
+ *
  * Calls return 0 or a negative errno:
  *   -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENETUNREACH, -ECONNRESET:
  *                 etcd could not be reached or dropped the connection
  *   -ENOENT       gRPC NOT_FOUND (a lease etcd does not know), or no key
- *   -EEXIST       etcd_create: the key exists
+ *   -EEXIST       etcd_put_if: the compare failed (the key exists, or
+ *                 changed)
+ *   -EACCES       etcd refused the user, password, token or the key
+ *                 (gRPC PERMISSION_DENIED or UNAUTHENTICATED)
  *   -EPROTO       the reply was not what the API promises
  *   -EIO          any other error etcd reported (etcd->err says which)
  */
@@ -47,6 +57,23 @@ _Static_assert(ETCD_URLS_MAX >= ETCD_ENDPOINTS_MAX * ETCD_ENDPOINT_MAX,
 #define ETCD_WATCH_MS 30000L	   /* one watch stream, then a fresh one */
 #define ETCD_REPLY_MAX (16u << 20) /* a reply larger than this is -EPROTO */
 
+/*
+ * How every connection of one cluster reaches etcd beyond its endpoints:
+ * TLS files (used with https:// endpoints) and, with user set, etcd's own
+ * authentication.  Read-only once the cluster is set up; the connections
+ * point at it and it outlives them.
+ */
+struct etcd_conf {
+	const char *ca_file;   /* PEM CAs the server's certificate must chain
+				* to; NULL: the system's */
+	const char *cert_file; /* PEM client certificate, with key_file */
+	const char *key_file;
+	const char *user; /* NULL: no authentication */
+	const char *password;
+};
+
+#define ETCD_TOKEN_MAX 4096 /* a JWT token with a big key fits */
+
 struct etcd {
 	const char *endpoint; /* the one in use: eps[cur] */
 	char eps[ETCD_ENDPOINTS_MAX][ETCD_ENDPOINT_MAX];
@@ -54,6 +81,12 @@ struct etcd {
 	CURL *h; /* kept: the connection is reused */
 	struct curl_slist *hdr;
 	long timeout_ms;
+	const struct etcd_conf *conf; /* NULL: plain http, no auth */
+	/* etcd auth: this connection's token, "" before the first
+	 * authenticate.  Per connection, not shared: a simple token is only
+	 * good on the member that issued it, and connections may fail over
+	 * to different endpoints. */
+	char token[ETCD_TOKEN_MAX];
 	char curl_err[CURL_ERROR_SIZE]; /* curl's words, for err */
 	char err[512];			/* reason of the last failure */
 };
@@ -64,7 +97,8 @@ struct etcd {
  * was sent, so nothing can have happened twice) tries the next ones,
  * each once; the one that answers stays in use.  -EINVAL, -ENOMEM.
  */
-int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms);
+int etcd_init(struct etcd *e, const char *endpoints, long timeout_ms,
+	      const struct etcd_conf *conf);
 void etcd_release(struct etcd *e);
 
 /* a lease of ttl_s seconds: its id, and the TTL etcd granted (which may
@@ -76,21 +110,32 @@ int etcd_lease_keepalive(struct etcd *e, int64_t id, int64_t *ttl);
 /* -ENOENT when etcd does not know the lease (already expired) */
 int etcd_lease_revoke(struct etcd *e, int64_t id);
 
+/* one key's value as etcd holds it (etcd_val_release frees val) */
+struct etcd_val {
+	char *val; /* malloc'd, NUL-terminated */
+	size_t len;
+	int64_t lease;	 /* the lease it is attached to, 0: none */
+	int64_t mod_rev; /* revision of its last change */
+};
+void etcd_val_release(struct etcd_val *v);
+
 /*
- * Put key -> val only if key does not exist (a txn comparing its
- * create_revision with 0), attached to lease (0: none).  -EEXIST when it
- * exists; then, if old is not NULL, *old (malloc'd, NUL-terminated) and
- * *oldlen are its value.
+ * Put key -> val attached to lease (0: none), in a txn: when mod_rev is 0
+ * only if key does not exist (its create_revision is 0), else only if its
+ * mod_revision is still mod_rev (it was not changed since it was read).
+ * -EEXIST when the compare fails; then, if old is not NULL, *old is what
+ * the key holds (old->val NULL when the key is gone).
  */
-int etcd_create(struct etcd *e, const char *key, const void *val, size_t vlen,
-		int64_t lease, char **old, size_t *oldlen);
-/* value of one key: *val malloc'd and NUL-terminated; -ENOENT */
-int etcd_get(struct etcd *e, const char *key, char **val, size_t *vlen);
+int etcd_put_if(struct etcd *e, const char *key, const void *val, size_t vlen,
+		int64_t lease, int64_t mod_rev, struct etcd_val *old);
+/* value of one key; -ENOENT */
+int etcd_get(struct etcd *e, const char *key, struct etcd_val *v);
 
 /* one key of a range; the strings are NUL-terminated and live only
- * during the call.  A nonzero return stops the walk and is returned. */
+ * during the call; lease as in struct etcd_val.  A nonzero return stops
+ * the walk and is returned. */
 typedef int (*etcd_kv_fn)(const char *key, size_t klen, const char *val,
-			  size_t vlen, void *arg);
+			  size_t vlen, int64_t lease, void *arg);
 /* every key that starts with prefix, in key order; *rev: the store's
  * revision the range saw (the watch starts after it) */
 int etcd_range_prefix(struct etcd *e, const char *prefix, etcd_kv_fn fn,
@@ -104,20 +149,21 @@ int etcd_range_prefix(struct etcd *e, const char *prefix, etcd_kv_fn fn,
 struct etcd_watch {
 	char endpoint[ETCD_ENDPOINT_MAX];
 	CURLM *m;
-	CURL *h; /* NULL: no stream running */
-	struct curl_slist *hdr;
-	json_tokener *tok; /* the stream is JSON objects back to back */
-	int http_checked;  /* the status was looked at (first bytes) */
-	unsigned events;   /* messages with events since the last wait */
-	int ended;	   /* 0, or why the stream is over (< 0) */
+	CURL *h;		/* NULL: no stream running */
+	struct curl_slist *hdr; /* JSON headers, and the token's */
+	json_tokener *tok;	/* the stream is JSON objects back to back */
+	int http_checked;	/* the status was looked at (first bytes) */
+	unsigned events;	/* messages with events since the last wait */
+	int ended;		/* 0, or why the stream is over (< 0) */
 	char curl_err[CURL_ERROR_SIZE];
 	char err[512];
 };
 
 int etcd_watch_init(struct etcd_watch *w);
 void etcd_watch_release(struct etcd_watch *w);
-/* start streaming changes under prefix from revision start_rev on */
-int etcd_watch_start(struct etcd_watch *w, const char *endpoint,
+/* start streaming changes under prefix from revision start_rev on, on
+ * the endpoint conn uses, with its TLS settings and token */
+int etcd_watch_start(struct etcd_watch *w, const struct etcd *conn,
 		     const char *prefix, int64_t start_rev);
 /* drop the stream (if any) */
 void etcd_watch_end(struct etcd_watch *w);
@@ -131,6 +177,11 @@ void etcd_watch_end(struct etcd_watch *w);
 int etcd_watch_wait(struct etcd_watch *w, int timeout_ms);
 /* make a wait in another thread return now; safe from any thread */
 void etcd_watch_wakeup(struct etcd_watch *w);
+
+/* the value format of signed records: kv_cluster_rec_seal in cluster.h */
+#define REC_MAC_TAG " mac="
+#define REC_MAC_HEX 64
+#define REC_MAC_EXTRA (sizeof(REC_MAC_TAG) - 1 + REC_MAC_HEX)
 
 /* base64 (standard alphabet, padded), as etcd's JSON carries bytes */
 char *etcd_b64(const void *data, size_t len);

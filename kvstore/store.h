@@ -221,6 +221,43 @@ int kv_store_lookup(struct kv_store *st, uint32_t ns,
 long kv_store_match(struct kv_store *st, uint32_t ns,
 		    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
 		    uint32_t lease_ms, uint64_t *lease);
+/*
+ * Who holds a lease, as the caller vouches for it (the control socket:
+ * its peer's SO_PEERCRED).  The store only keeps it: kv_store_lease_list
+ * shows it, and kv_store_match_owned counts the leases of one uid.
+ */
+#define KV_LEASE_NOBODY UINT32_MAX /* uid of a lease kv_store_match made */
+struct kv_lease_owner {
+	uint32_t uid;
+	int32_t pid;   /* 0: not known */
+	uint64_t conn; /* the caller's tag (ctl: its connection id), or 0 */
+	bool scoped;   /* released when conn closes (ctl's "match") */
+};
+/*
+ * kv_store_match with the new lease tagged with owner, and a cap: when
+ * uid_max > 0 and owner->uid holds uid_max live leases already, nothing
+ * is pinned and the call is -EDQUOT.  The store keeps a count per uid,
+ * so the cap costs a search among the uids holding leases, not a walk
+ * of the leases.
+ */
+long kv_store_match_owned(struct kv_store *st, uint32_t ns,
+			  const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+			  uint32_t lease_ms, const struct kv_lease_owner *owner,
+			  uint32_t uid_max, uint64_t *lease);
+/* one live lease, as kv_store_lease_list and kv_store_lease_stat tell */
+struct kv_lease_info {
+	uint64_t id;
+	uint64_t expires_ns; /* monotonic (clock.h) */
+	uint32_t blocks;     /* pinned when it was made */
+	struct kv_lease_owner owner;
+};
+/* the live leases with id > after, in id order, at most max of them:
+ * returns how many were written to out[] (0: none left) */
+long kv_store_lease_list(struct kv_store *st, uint64_t after,
+			 struct kv_lease_info *out, size_t max);
+/* one live lease; -ENOENT for an unknown or expired one */
+int kv_store_lease_stat(struct kv_store *st, uint64_t lease,
+			struct kv_lease_info *li);
 /* -ENOENT for an unknown or expired lease */
 int kv_store_lease_release(struct kv_store *st, uint64_t lease);
 int kv_store_lease_renew(struct kv_store *st, uint64_t lease,

@@ -115,10 +115,14 @@ struct sdir {
 	char path[]; /* NUL-terminated */
 };
 
+/* st->leases is newest first, and ids only grow (next_lease starts at a
+ * random value below 2^63), so the list is in descending id order:
+ * kv_store_lease_list walks it backwards */
 struct lease {
 	uint64_t id;
 	uint64_t expires_ns; /* monotonic */
 	uint32_t n;
+	struct kv_lease_owner owner;
 	struct lease *prev, *next;
 	uint32_t slot_gen[]; /* n pairs: slot, gen */
 };
@@ -147,6 +151,14 @@ struct kv_store {
 
 	struct lease *leases;
 	uint64_t nleases;
+	/* live leases per owner uid, for kv_store_match_owned's cap: one
+	 * entry per uid holding any (few: the users of one machine), so a
+	 * linear search; an entry goes when its count drops to 0 */
+	struct lease_uid {
+		uint32_t uid;
+		uint32_t n;
+	} * lease_uids;
+	uint32_t nlease_uids, lease_uids_cap;
 	uint64_t next_lease;
 	uint64_t lease_min_ns; /* earliest expiry, UINT64_MAX when none */
 

@@ -15,8 +15,20 @@
 #include "src/common/clock.h"
 #include "kvstore/store_int.h"
 
+static struct lease_uid *uid_entry(struct kv_store *st, uint32_t uid)
+{
+	for (uint32_t i = 0; i < st->nlease_uids; i++)
+		if (st->lease_uids[i].uid == uid)
+			return &st->lease_uids[i];
+	return NULL;
+}
+
 static void lease_unlink(struct kv_store *st, struct lease *l)
 {
+	struct lease_uid *u = uid_entry(st, l->owner.uid);
+
+	if (u && --u->n == 0)
+		*u = st->lease_uids[--st->nlease_uids];
 	if (l->prev)
 		l->prev->next = l->next;
 	else
@@ -67,6 +79,9 @@ void lease_drop_all(struct kv_store *st)
 		lease_free(st, l);
 	}
 	st->lease_min_ns = UINT64_MAX;
+	free(st->lease_uids);
+	st->lease_uids = NULL;
+	st->nlease_uids = st->lease_uids_cap = 0;
 }
 
 static struct lease *lease_find(struct kv_store *st, uint64_t id)
@@ -82,22 +97,58 @@ static uint64_t expiry(struct kv_store *st, uint32_t ms)
 	return kvfs_mono_ns() + (uint64_t)(ms ? ms : st->lease_ms) * 1000000;
 }
 
+static const struct kv_lease_owner nobody = { .uid = KV_LEASE_NOBODY };
+
+/* the count of uid, made (at 0) when absent; NULL without memory */
+static struct lease_uid *uid_count(struct kv_store *st, uint32_t uid)
+{
+	struct lease_uid *u = uid_entry(st, uid), *p;
+	uint32_t cap;
+
+	if (u)
+		return u;
+	if (st->nlease_uids == st->lease_uids_cap) {
+		cap = st->lease_uids_cap ? st->lease_uids_cap * 2 : 8;
+		p = realloc(st->lease_uids, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		st->lease_uids = p;
+		st->lease_uids_cap = cap;
+	}
+	u = &st->lease_uids[st->nlease_uids++];
+	u->uid = uid;
+	u->n = 0;
+	return u;
+}
+
 /* pin slots[0..n-1] under a new lease; lock held */
 static int lease_new(struct kv_store *st, const uint32_t *slots, uint32_t n,
-		     uint32_t ms, uint64_t *id)
+		     uint32_t ms, const struct kv_lease_owner *owner,
+		     uint32_t uid_max, uint64_t *id)
 {
+	struct lease_uid *u;
 	struct lease *l;
 
 	if (st->nleases >= STORE_MAX_LEASES)
 		return -EAGAIN;
-	l = malloc(sizeof(*l) + sizeof(uint32_t) * 2 * n);
-	if (!l)
+	u = uid_count(st, owner->uid);
+	if (!u)
 		return -ENOMEM;
+	if (uid_max && u->n >= uid_max)
+		return -EDQUOT;
+	l = malloc(sizeof(*l) + sizeof(uint32_t) * 2 * n);
+	if (!l) {
+		if (u->n == 0) /* made just now: take it back */
+			*u = st->lease_uids[--st->nlease_uids];
+		return -ENOMEM;
+	}
+	u->n++;
 	l->id = st->next_lease++;
 	if (l->id == 0)
 		l->id = st->next_lease++;
 	l->expires_ns = expiry(st, ms);
 	l->n = n;
+	l->owner = *owner;
 	for (uint32_t i = 0; i < n; i++) {
 		blk_ref(st, slots[i]);
 		l->slot_gen[2 * i] = slots[i];
@@ -120,9 +171,10 @@ static int lease_new(struct kv_store *st, const uint32_t *slots, uint32_t n,
  * between its probe and its pin: what the caller is told is cached stays
  * cached while the lease lives.
  */
-long kv_store_match(struct kv_store *st, uint32_t ns,
-		    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
-		    uint32_t lease_ms, uint64_t *lease)
+long kv_store_match_owned(struct kv_store *st, uint32_t ns,
+			  const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+			  uint32_t lease_ms, const struct kv_lease_owner *owner,
+			  uint32_t uid_max, uint64_t *lease)
 {
 	uint32_t stack_slots[64], *slots = stack_slots;
 	uint64_t deadline = 0;
@@ -162,7 +214,8 @@ again:
 	store_count_lookup(st, store_ns_get(st, ns), k, n - k);
 	rc = (long)k;
 	if (lease && k) {
-		int err = lease_new(st, slots, (uint32_t)k, lease_ms, lease);
+		int err = lease_new(st, slots, (uint32_t)k, lease_ms,
+				    owner ? owner : &nobody, uid_max, lease);
 
 		if (err < 0)
 			rc = err;
@@ -171,6 +224,61 @@ out_unlock:
 	pthread_mutex_unlock(&st->lock);
 	if (slots != stack_slots)
 		free(slots);
+	return rc;
+}
+
+long kv_store_match(struct kv_store *st, uint32_t ns,
+		    const uint8_t (*hashes)[KVFS_HASH_LEN], size_t n,
+		    uint32_t lease_ms, uint64_t *lease)
+{
+	return kv_store_match_owned(st, ns, hashes, n, lease_ms, NULL, 0,
+				    lease);
+}
+
+static void lease_info(const struct lease *l, struct kv_lease_info *li)
+{
+	li->id = l->id;
+	li->expires_ns = l->expires_ns;
+	li->blocks = l->n;
+	li->owner = l->owner;
+}
+
+long kv_store_lease_list(struct kv_store *st, uint64_t after,
+			 struct kv_lease_info *out, size_t max)
+{
+	struct lease *l, *last = NULL;
+	long k = 0;
+
+	if (!st || (!out && max))
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	lease_sweep_locked(st, kvfs_mono_ns());
+	/* descending ids (store_int.h): those past after are a prefix, and
+	 * its last entry is the smallest of them */
+	for (l = st->leases; l && l->id > after; l = l->next)
+		last = l;
+	for (l = last; l && (size_t)k < max; l = l->prev)
+		lease_info(l, &out[k++]);
+	pthread_mutex_unlock(&st->lock);
+	return k;
+}
+
+int kv_store_lease_stat(struct kv_store *st, uint64_t id,
+			struct kv_lease_info *li)
+{
+	struct lease *l;
+	int rc = -ENOENT;
+
+	if (!st || !id || !li)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	lease_sweep_locked(st, kvfs_mono_ns());
+	l = lease_find(st, id);
+	if (l) {
+		lease_info(l, li);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
 	return rc;
 }
 

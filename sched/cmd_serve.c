@@ -1,37 +1,49 @@
 /*
  * cmd_serve.c - `kvconductor serve`: the conductor daemon.  HTTP requests
  * (serve_http.c) and block events (serve.c) drive the scheduling core
- * with the daemon's monotonic clock; main only waits for SIGTERM/SIGINT.
+ * with the daemon's monotonic clock; main waits for SIGTERM/SIGINT and,
+ * once a second meanwhile, expires requests past --request-ttl.
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched/cli.h"
 #include "src/common/cli.h"
 #include "src/common/clock.h"
+#include "src/common/privfile.h"
 #include "sched/serve_int.h"
 
 #define CMD "serve"
 #define DEF_LISTEN "127.0.0.1:7400"
 #define DEF_POLICY "lookahead"
+#define TOKEN_MAX 4096 /* bytes of a token file */
 
 struct serve_args {
-	const char *listen, *events, *config, *policy, *reject;
-	uint64_t nprefill, ndecode, max_body;
+	const char *listen, *events, *config, *policy, *reject, *token_file;
+	const char *secret_file;
+	uint64_t nprefill, ndecode, max_body, http_conns, http_per_ip;
 	double slo_ttft, slo_tbt; /* < 0: not given */
+	double http_timeout, ev_hello, ev_idle, request_ttl;
 };
 
 static const char serve_usage[] =
 	"usage: kvconductor serve [--listen ADDR:PORT] [--events ADDR:PORT]\n"
 	"         [--prefill N --decode M] [--config FILE] [--policy P]\n"
 	"         [--slo-ttft S] [--slo-tbt S] [--reject MODE]\n"
-	"         [--max-body BYTES]\n"
+	"         [--max-body BYTES] [--token-file PATH] [--http-timeout S]\n"
+	"         [--http-max-conns N] [--http-per-ip N]\n"
+	"         [--events-hello-timeout S] [--events-idle-timeout S]\n"
+	"         [--request-ttl S] [--secret-file PATH]\n"
 	"\n"
 	"The conductor daemon: schedules requests over HTTP (POST "
 	"/v1/schedule,\n"
@@ -54,7 +66,30 @@ static const char serve_usage[] =
 	"      --slo-tbt S         TBT SLO, seconds (default 0.1)\n"
 	"  -r, --reject MODE       early rejection: off, early, predict\n"
 	"                          (default early)\n"
-	"      --max-body BYTES    largest request body (default 1048576)\n";
+	"      --max-body BYTES    largest request body (default 1048576)\n"
+	"      --token-file PATH   HTTP API bearer token, a file of mode 0600\n"
+	"                          or 0400 (default: none, no authentication)\n"
+	"      --http-timeout S    a request must be in whole S seconds after\n"
+	"                          its connection or previous answer (default "
+	"10)\n"
+	"      --http-max-conns N  HTTP connections; one more evicts the one\n"
+	"                          waiting longest for its request (default "
+	"256)\n"
+	"      --http-per-ip N     HTTP connections from one address (default "
+	"64)\n"
+	"      --events-hello-timeout S\n"
+	"                          an event stream's RESET is due S seconds\n"
+	"                          after it connects (default 10)\n"
+	"      --events-idle-timeout S\n"
+	"                          an event stream without a frame for S\n"
+	"                          seconds is closed (default 120)\n"
+	"      --request-ttl S     a request not completed S seconds after "
+	"its\n"
+	"                          last call is forgotten; 0: never (default "
+	"600)\n"
+	"      --secret-file PATH  the cluster secret: event streams must\n"
+	"                          authenticate with it (default: none, "
+	"plain)\n";
 
 void kvc_serve_usage(FILE *f)
 {
@@ -65,6 +100,14 @@ enum {
 	OPT_SLO_TTFT = 256,
 	OPT_SLO_TBT,
 	OPT_MAX_BODY,
+	OPT_TOKEN_FILE,
+	OPT_HTTP_TIMEOUT,
+	OPT_HTTP_CONNS,
+	OPT_HTTP_PER_IP,
+	OPT_EV_HELLO,
+	OPT_EV_IDLE,
+	OPT_REQUEST_TTL,
+	OPT_SECRET_FILE,
 };
 
 static const struct option serve_opts[] = {
@@ -78,9 +121,49 @@ static const struct option serve_opts[] = {
 	{ "slo-tbt", required_argument, NULL, OPT_SLO_TBT },
 	{ "reject", required_argument, NULL, 'r' },
 	{ "max-body", required_argument, NULL, OPT_MAX_BODY },
+	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+	{ "http-timeout", required_argument, NULL, OPT_HTTP_TIMEOUT },
+	{ "http-max-conns", required_argument, NULL, OPT_HTTP_CONNS },
+	{ "http-per-ip", required_argument, NULL, OPT_HTTP_PER_IP },
+	{ "events-hello-timeout", required_argument, NULL, OPT_EV_HELLO },
+	{ "events-idle-timeout", required_argument, NULL, OPT_EV_IDLE },
+	{ "request-ttl", required_argument, NULL, OPT_REQUEST_TTL },
+	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* the deadlines and caps; 0 or -EINVAL */
+static int parse_limit(struct serve_args *a, int c, char **argv)
+{
+	switch (c) {
+	case OPT_TOKEN_FILE:
+		a->token_file = optarg;
+		return 0;
+	case OPT_SECRET_FILE:
+		a->secret_file = optarg;
+		return 0;
+	case OPT_HTTP_TIMEOUT:
+		return cli_parse_double(CMD, "--http-timeout", optarg, 0, false,
+					3600, &a->http_timeout);
+	case OPT_HTTP_CONNS:
+		return cli_parse_u64(CMD, "--http-max-conns", optarg, 1, 10000,
+				     &a->http_conns);
+	case OPT_HTTP_PER_IP:
+		return cli_parse_u64(CMD, "--http-per-ip", optarg, 1, 10000,
+				     &a->http_per_ip);
+	case OPT_EV_HELLO:
+		return cli_parse_double(CMD, "--events-hello-timeout", optarg,
+					0, false, 3600, &a->ev_hello);
+	case OPT_EV_IDLE:
+		return cli_parse_double(CMD, "--events-idle-timeout", optarg, 0,
+					false, 86400, &a->ev_idle);
+	case OPT_REQUEST_TTL:
+		return cli_parse_double(CMD, "--request-ttl", optarg, 0, true,
+					1e9, &a->request_ttl);
+	}
+	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
+}
 
 static int parse_opt(struct serve_args *a, int c, char **argv)
 {
@@ -116,7 +199,7 @@ static int parse_opt(struct serve_args *a, int c, char **argv)
 		return cli_parse_u64(CMD, "--max-body", optarg, 64, 1u << 30,
 				     &a->max_body);
 	}
-	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
+	return parse_limit(a, c, argv);
 }
 
 static int check_args(const struct serve_args *a)
@@ -147,6 +230,12 @@ static int parse_args(struct serve_args *a, int argc, char **argv)
 		.max_body = SRV_DEF_MAX_BODY,
 		.slo_ttft = -1,
 		.slo_tbt = -1,
+		.http_timeout = SRV_DEF_HTTP_TIMEOUT,
+		.http_conns = SRV_DEF_HTTP_CONNS,
+		.http_per_ip = SRV_DEF_HTTP_PER_IP,
+		.ev_hello = SRV_DEF_EV_HELLO,
+		.ev_idle = SRV_DEF_EV_IDLE,
+		.request_ttl = SRV_DEF_REQUEST_TTL,
 	};
 	opterr = 0;
 	optind = 1;
@@ -196,12 +285,105 @@ static int build_config(const struct serve_args *a, struct sched_config *c)
 	return 0;
 }
 
+/* the token's bytes: printable, no white space (RFC 6750's b64token is
+ * narrower; this refuses only what cannot travel in a header line) */
+static int token_check(const char *path, const char *t, size_t len)
+{
+	if (!len) {
+		cli_fail(CMD, 0, "--token-file %s: empty token", path);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < len; i++)
+		if (t[i] < 0x21 || t[i] > 0x7e) {
+			cli_fail(CMD, 0,
+				 "--token-file %s: the token has white space "
+				 "or control characters",
+				 path);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/*
+ * A file of option opt that only its owner may read or write (a secret
+ * that others can read is not one), at most max bytes, trailing newlines
+ * stripped: its length and *buf (kvfs_privfile_free it), or -errno with
+ * the reason printed.
+ */
+static ssize_t read_private(const char *opt, const char *path, char **buf,
+			    size_t max)
+{
+	const char *why;
+	mode_t perm;
+	ssize_t n = kvfs_privfile_read(path, max, buf, &perm, &why);
+
+	if (n < 0) {
+		cli_fail(CMD, 0, "%s %s: %s", opt, path,
+			 n == -EFBIG ? "longer than 4096 bytes" : why);
+		return n;
+	}
+	if (perm & 077) {
+		cli_fail(CMD, 0,
+			 "%s %s: mode %04o lets group or others at it; "
+			 "chmod 600 it",
+			 opt, path, (unsigned)perm);
+		kvfs_privfile_free(*buf, (size_t)n);
+		*buf = NULL;
+		return -EINVAL;
+	}
+	return n;
+}
+
+/* the bearer token: printable, no white space.  0, or -errno with
+ * the reason printed. */
+static int read_token(const char *path, char **out)
+{
+	char *buf;
+	ssize_t n = read_private("--token-file", path, &buf, TOKEN_MAX);
+
+	if (n < 0)
+		return (int)n;
+	if (token_check(path, buf, (size_t)n) < 0) {
+		kvfs_privfile_free(buf, (size_t)n);
+		return -EINVAL;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* the cluster secret, as kvfsd reads the same file: trailing newlines
+ * stripped, KV_XFER_SECRET_MIN to TOKEN_MAX bytes */
+static int read_secret(const char *path, struct srv *srv)
+{
+	char *buf;
+	ssize_t n = read_private("--secret-file", path, &buf, TOKEN_MAX);
+
+	if (n < 0)
+		return (int)n;
+	if (n < SRV_SECRET_MIN) {
+		cli_fail(CMD, 0,
+			 "--secret-file %s: the secret must be %d to %d bytes",
+			 path, SRV_SECRET_MIN, TOKEN_MAX);
+		kvfs_privfile_free(buf, (size_t)n);
+		return -EINVAL;
+	}
+	srv->secret = (uint8_t *)buf;
+	srv->secret_len = (size_t)n;
+	return 0;
+}
+
 static int srv_init(struct srv *srv, const struct serve_args *a)
 {
 	memset(srv, 0, sizeof(*srv));
 	srv->ev_fd = -1;
 	srv->seed = 1;
 	srv->max_body = a->max_body;
+	srv->http_timeout = a->http_timeout;
+	srv->http_conns = (unsigned)a->http_conns;
+	srv->http_per_ip = (unsigned)a->http_per_ip;
+	srv->ev_hello = a->ev_hello;
+	srv->ev_idle = a->ev_idle;
+	srv->request_ttl = a->request_ttl;
 	srv->start_ns = kvfs_mono_ns();
 	srv->pol = sched_policy_find(a->policy);
 	if (!srv->pol) {
@@ -219,7 +401,37 @@ static void srv_release(struct srv *srv)
 	sched_destroy(srv->s);
 	free(srv->pf_node);
 	free(srv->dc_node);
+	if (srv->token) {
+		explicit_bzero(srv->token, strlen(srv->token));
+		free(srv->token);
+	}
+	if (srv->secret) {
+		explicit_bzero(srv->secret, srv->secret_len);
+		free(srv->secret);
+	}
 	pthread_mutex_destroy(&srv->lock);
+}
+
+/* an HTTP API without a token is anyone's who reaches it: say so when
+ * that is more than this host */
+static void warn_open(const struct serve_args *a)
+{
+	const char *colon = strrchr(a->listen, ':');
+	char host[INET_ADDRSTRLEN];
+	struct in_addr in;
+
+	if (a->token_file || !colon ||
+	    (size_t)(colon - a->listen) >= sizeof(host))
+		return;
+	memcpy(host, a->listen, colon - a->listen);
+	host[colon - a->listen] = 0;
+	if (inet_pton(AF_INET, host, &in) == 1 &&
+	    (ntohl(in.s_addr) >> 24) == 127)
+		return;
+	fprintf(stderr,
+		"%s %s: warning: HTTP API on %s without --token-file: anyone "
+		"who reaches it can schedule and complete requests\n",
+		cli_prog(), CMD, a->listen);
 }
 
 /* "listen 127.0.0.1:PORT": the host part as given, the port as bound */
@@ -278,12 +490,19 @@ static int run(struct srv *srv, const struct serve_args *a)
 		cli_fail(CMD, rc, "HTTP daemon on %s", a->listen);
 		goto out_stop_events;
 	}
+	warn_open(a);
 	print_bound("listen", a->listen, http_fd);
 	if (srv->ev_fd >= 0)
 		print_bound("events", a->events, srv->ev_fd);
 	fflush(stdout);
-	while (sigwait(&set, &sig) != 0)
-		;
+	for (;;) {
+		struct timespec tick = { .tv_sec = 1 };
+
+		sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		srv_expire(srv);
+	}
 	srv_http_stop(h); /* closes http_fd */
 	srv_events_stop(srv);
 	if (srv->ev_fd >= 0)
@@ -312,6 +531,11 @@ int kvc_serve_main(int argc, char **argv)
 	}
 	if (rc < 0 || srv_init(&srv, &a) < 0)
 		return CLI_EXIT_USAGE;
+	if ((a.token_file && read_token(a.token_file, &srv.token) < 0) ||
+	    (a.secret_file && read_secret(a.secret_file, &srv) < 0)) {
+		srv_release(&srv);
+		return CLI_EXIT_FAIL;
+	}
 	if (a.nprefill) {
 		rc = srv_set_instances(&srv, (uint32_t)a.nprefill, NULL,
 				       (uint32_t)a.ndecode, NULL);

@@ -63,6 +63,13 @@ long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 
 /* ---- decoding ----------------------------------------------------------- */
 
+/* the conductor's rule for a stream's first frame (event.h) */
+static bool opens_with_reset(const uint8_t *p)
+{
+	return kv_get_le32(p + 16) >= 1 &&
+	       p[SCHED_EV_HDR + p[20]] == SCHED_EV_RESET;
+}
+
 void sched_ev_decoder_init(struct sched_ev_decoder *d)
 {
 	memset(d, 0, sizeof(*d));
@@ -180,6 +187,9 @@ static int drain(struct sched_ev_decoder *d, sched_ev_fn fn, void *arg)
 		if (rc < 0 || d->len - off < size)
 			break;
 		rc = check_frame(p, size, ns);
+		if (rc == 0 && !d->started && d->reset_first &&
+		    !opens_with_reset(p))
+			rc = -ENOMSG;
 		if (rc == 0)
 			rc = deliver(d, p, fn, arg);
 		if (rc < 0)

@@ -31,13 +31,33 @@
  *             followed by an INSERT of every block it holds (a resync)
  *
  * STREAM rules: seq starts at 0 and grows by one per frame; the node id
- * never changes within a stream.  A frame that breaks a rule or fails its
- * checks ends the stream (the decoder refuses everything after it).
- * However a stream ends (such a frame, a close, a lost connection), the
- * conductor then forgets the node's blocks, unless a newer stream of the
+ * never changes within a stream; the first frame's first record is a
+ * RESET (the conductor closes a stream that opens otherwise).  A frame of
+ * no records is valid and applies nothing: kvfsd sends one (namespace
+ * "-") as a keepalive after 30 s without a frame, because the conductor
+ * closes a stream that completes no frame for its idle timeout
+ * (kvconductor(8) --events-idle-timeout, default 120 s).  A frame that breaks a
+ * rule or fails its checks ends the stream (the decoder refuses everything
+ * after it). However a stream ends (such a frame, a close, a lost connection),
+ * the conductor then forgets the node's blocks, unless a newer stream of the
  * node is already open, and waits for a new stream, whose RESET and
  * INSERTs rebuild them.  Events are hints: a lost or
  * stale one makes a prefill slower, never wrong (locality.h).
+ *
+ * AUTHENTICATION: a conductor started with --secret-file accepts only
+ * authenticated streams.  The stream then opens with the transfer
+ * engine's handshake (kvstore/auth.h: HELLO, CHALLENGE, AUTH, AUTH_OK in
+ * wire.h's frames), the kvfsd as client with its --node-id and
+ * SCHED_EV_AUTH_ID as the node it means to reach; after it every frame
+ * travels as a sealed record:
+ *
+ *   0       4            len: the frame's length, 1..SCHED_EV_SEALED_MAX
+ *   4       len          the frame
+ *   4+len   16           tag over the 4 + len bytes before it, under the
+ *                        client's sending key (wire.h, "Tags")
+ *
+ * and the node id of every frame must be the authenticated one (as a
+ * number): one node id per authenticated peer.
  */
 #ifndef KVFS_SCHED_EVENT_H
 #define KVFS_SCHED_EVENT_H
@@ -54,6 +74,13 @@
 #define SCHED_EV_REC 33
 #define SCHED_EV_CRC 4
 #define SCHED_EV_MAX_RECORDS 65536u
+/* the node id a kvfsd names in its handshake with the conductor: not a
+ * valid node id, so no transfer engine can take it (Authentication) */
+#define SCHED_EV_AUTH_ID ":conductor"
+/* the largest sealed record's frame: SCHED_EV_MAX_RECORDS of them */
+#define SCHED_EV_SEALED_MAX                                                    \
+	(SCHED_EV_HDR + 255 + SCHED_EV_REC * SCHED_EV_MAX_RECORDS +            \
+	 SCHED_EV_CRC)
 
 enum sched_ev_op {
 	SCHED_EV_INSERT = 1,
@@ -97,6 +124,10 @@ long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 typedef int (*sched_ev_fn)(void *arg, const struct sched_ev *ev);
 
 struct sched_ev_decoder {
+	/* set by the caller after init: the stream's first frame must open
+	 * with a RESET record (the conductor's rule, below); tests and
+	 * tools that read a stream's middle leave it false */
+	bool reset_first;
 	uint8_t *buf; /* bytes of a frame not complete yet */
 	size_t len, cap;
 	bool started; /* a frame was accepted: node and seq set */
@@ -114,7 +145,8 @@ void sched_ev_decoder_release(struct sched_ev_decoder *d);
  * checked whole before any of their records reaches fn, so a bad frame
  * applies nothing.  Returns 0, or (sticky) -EBADMSG (bad magic, CRC,
  * flags, reserved bytes, op, count, namespace), -EPROTONOSUPPORT (another
- * version), -EPROTO (seq out of order, node changed), -ENOMEM, or what fn
+ * version), -EPROTO (seq out of order, node changed), -ENOMSG (reset_first
+ * and the first frame does not open with a RESET), -ENOMEM, or what fn
  * returned.
  */
 int sched_ev_feed(struct sched_ev_decoder *d, const void *data, size_t len,

@@ -241,6 +241,16 @@ int sched_prefill_done(struct sched *s, uint64_t id, double now);
 /* id finished decoding, or was cancelled in either phase; -ENOENT */
 int sched_complete(struct sched *s, uint64_t id, double now);
 
+/*
+ * Forget, as sched_complete would, every request whose last call
+ * (sched_schedule, or sched_prefill_done) is ttl or more seconds before
+ * now: an engine that died, or a client that never reports, must not
+ * hold an instance's books for ever.  Their ids then answer -ENOENT.
+ * Returns how many went.  O(records ever live at once); the daemon calls
+ * it about once a second.
+ */
+uint64_t sched_expire(struct sched *s, double now, double ttl);
+
 /* ---- load, for status pages and tests ---------------------------------- */
 
 struct sched_load {

@@ -50,6 +50,7 @@ struct sched_rec {
 	double step;	   /* est decode step when it was placed, s */
 	double pred_start; /* predicted decode interval */
 	double pred_end;
+	double touched; /* last schedule or prefill_done, for sched_expire */
 	uint32_t dprev, dnext; /* its decode instance's list */
 	uint32_t next_free;
 	uint32_t nkeys; /* in-flight blocks (lookahead only) */

@@ -244,6 +244,7 @@ static int commit(struct sched *s, const struct sched_ctx *c, uint64_t *id)
 	pf_enqueue(&s->pf[e->prefill], c->now, e->service);
 	e->pred_start = c->now + c->plan.ttft;
 	e->pred_end = e->pred_start + (double)e->out * e->step;
+	e->touched = c->now;
 	s->dc[e->decode].headed++;
 	dc_link(s, e->decode, k);
 	s->load.accepted++;
@@ -365,6 +366,7 @@ int sched_prefill_done(struct sched *s, uint64_t id, double now)
 	e->phase = REC_DECODE;
 	e->pred_start = now;
 	e->pred_end = now + (double)e->out * e->step;
+	e->touched = now;
 	return 0;
 }
 
@@ -389,4 +391,16 @@ int sched_complete(struct sched *s, uint64_t id, double now)
 	rec_free(s, k);
 	s->load.live--;
 	return 0;
+}
+
+uint64_t sched_expire(struct sched *s, double now, double ttl)
+{
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < s->nrec; k++)
+		if (s->rec[k].phase != REC_FREE &&
+		    now - s->rec[k].touched >= ttl &&
+		    sched_complete(s, rec_id(s, k), now) == 0)
+			n++;
+	return n;
 }

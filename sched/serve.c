@@ -20,7 +20,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kvstore/auth.h"
 #include "src/common/clock.h"
+#include "src/common/le.h"
 #include "sched/serve_int.h"
 
 #define EV_READ_BUF 65536
@@ -147,17 +149,74 @@ unsigned srv_port(int fd)
 	return ntohs(sa.sin_port);
 }
 
+/* ---- expiry ------------------------------------------------------------ */
+
+void srv_expire(struct srv *srv)
+{
+	if (srv->request_ttl <= 0)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->s)
+		srv->c.expired +=
+			sched_expire(srv->s, srv_now(srv), srv->request_ttl);
+	pthread_mutex_unlock(&srv->lock);
+}
+
 /* ---- block events ------------------------------------------------------ */
 
+/*
+ * Nobody may hold the listener's slots without sending: a stream owes its
+ * first frame (a RESET, event.h) within ev_hello seconds and then a whole
+ * frame at least every ev_idle seconds (kvfsd's keepalive), and a stream
+ * one too many evicts, first, the oldest that has sent no frame yet, then
+ * one quiet for half ev_idle (ev_victim).  A whole frame, not a byte,
+ * resets the clock, so a sender dribbling a frame cannot hold its slot
+ * either.
+ */
 struct ev_conn {
 	int fd;
+	uint64_t since_ns; /* accepted */
+	uint64_t last_ns;  /* its last whole frame; since_ns before one */
+	char peer[INET_ADDRSTRLEN + 8];
 	struct sched_ev_decoder dec;
+	struct ev_auth *au; /* with --secret-file: the handshake and records */
 };
+
+/*
+ * An authenticated stream (event.h, "Authentication"): the handshake's
+ * frames, then sealed records, gathered in buf until whole; a record is
+ * fed to the decoder only once its tag checks, and its events only when
+ * they name the node the handshake authenticated.
+ */
+enum ev_auth_state { EVA_HELLO, EVA_AUTH, EVA_RECORDS };
+
+struct ev_auth {
+	enum ev_auth_state state;
+	struct kv_auth a;
+	struct kv_tagger tag;
+	uint16_t node;
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+static void ev_auth_free(struct ev_auth *au)
+{
+	if (!au)
+		return;
+	if (au->state == EVA_RECORDS)
+		kv_tagger_fini(&au->tag);
+	free(au->buf);
+	free(au);
+}
+
+#define EV_LOG_EVERY_NS (10 * 1000000000ull) /* refusals logged at most */
 
 struct ev_loop {
 	struct srv *srv;
 	struct ev_conn conn[SRV_MAX_EV_CONNS];
 	uint32_t n;
+	uint64_t log_ns;     /* last refusal logged */
+	uint64_t log_missed; /* refusals not logged since */
 	uint8_t buf[EV_READ_BUF];
 };
 
@@ -193,41 +252,181 @@ static void conn_close(struct ev_loop *l, uint32_t i)
 	stream_over(l, i);
 	close(l->conn[i].fd);
 	sched_ev_decoder_release(&l->conn[i].dec);
+	ev_auth_free(l->conn[i].au);
 	l->conn[i] = l->conn[--l->n];
+}
+
+/* a stream refused or cut, on stderr: at most one line per
+ * EV_LOG_EVERY_NS, whoever floods the port */
+static void ev_log(struct ev_loop *l, const struct ev_conn *c, const char *why)
+{
+	uint64_t now = kvfs_mono_ns();
+
+	if (l->log_ns && now - l->log_ns < EV_LOG_EVERY_NS) {
+		l->log_missed++;
+		return;
+	}
+	fprintf(stderr, "kvconductor serve: event stream from %s closed: %s",
+		c->peer, why);
+	if (l->log_missed)
+		fprintf(stderr, " (and %llu more closed, not logged)",
+			(unsigned long long)l->log_missed);
+	fputc('\n', stderr);
+	l->log_ns = now;
+	l->log_missed = 0;
+}
+
+static void count(struct srv *srv, uint64_t *counter)
+{
+	pthread_mutex_lock(&srv->lock);
+	++*counter;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/*
+ * The stream to make room with: the oldest without a frame, else the one
+ * quiet longest if that is half the idle timeout or more; else none
+ * (UINT32_MAX), and the newcomer is refused.  A live kvfsd sends a frame
+ * at least every 30 s (its keepalive), so with the default 120 s no
+ * stranger can push a live node out, however often it connects.
+ */
+static uint32_t ev_victim(const struct ev_loop *l, uint64_t now)
+{
+	uint64_t quiet = (uint64_t)(l->srv->ev_idle / 2 * 1e9);
+	uint32_t v = 0;
+
+	for (uint32_t i = 1; i < l->n; i++) {
+		const struct ev_conn *a = &l->conn[i], *b = &l->conn[v];
+
+		if (a->dec.started != b->dec.started) {
+			if (!a->dec.started)
+				v = i;
+		} else if (a->last_ns < b->last_ns) {
+			v = i;
+		}
+	}
+	if (l->conn[v].dec.started && l->srv->ev_idle > 0 &&
+	    now - l->conn[v].last_ns < quiet)
+		return UINT32_MAX;
+	return v;
+}
+
+static void peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char host[INET_ADDRSTRLEN] = "?";
+
+	if (getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+	    sa.sin_family == AF_INET)
+		inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
+	snprintf(out, len, "%s:%u", host, ntohs(sa.sin_port));
 }
 
 static void accept_one(struct ev_loop *l)
 {
 	int fd = accept4(l->srv->ev_fd, NULL, NULL, SOCK_CLOEXEC);
+	struct ev_conn *c;
 
 	if (fd < 0)
 		return;
-	/* bounded: a stream too many is refused, its node will retry */
+	/* bounded, and never by idle sockets: a real node gets in */
 	if (l->n == SRV_MAX_EV_CONNS) {
-		close(fd);
-		return;
+		uint32_t v = ev_victim(l, kvfs_mono_ns());
+
+		if (v == UINT32_MAX) {
+			/* every slot is a live stream: the newcomer waits */
+			close(fd);
+			return;
+		}
+		ev_log(l, &l->conn[v], "evicted for a new stream");
+		count(l->srv, &l->srv->c.ev_evicted);
+		conn_close(l, v);
 	}
-	l->conn[l->n].fd = fd;
-	sched_ev_decoder_init(&l->conn[l->n].dec);
+	c = &l->conn[l->n];
+	c->au = NULL;
+	if (l->srv->secret) {
+		c->au = calloc(1, sizeof(*c->au));
+		if (!c->au ||
+		    kv_auth_init(&c->au->a, KV_AUTH_SERVER, l->srv->secret,
+				 l->srv->secret_len, SCHED_EV_AUTH_ID) < 0) {
+			free(c->au);
+			close(fd);
+			return;
+		}
+	}
 	l->n++;
-	pthread_mutex_lock(&l->srv->lock);
-	l->srv->c.ev_conns++;
-	pthread_mutex_unlock(&l->srv->lock);
+	c->fd = fd;
+	c->since_ns = c->last_ns = kvfs_mono_ns();
+	peer_name(fd, c->peer, sizeof(c->peer));
+	sched_ev_decoder_init(&c->dec);
+	c->dec.reset_first = true;
+	count(l->srv, &l->srv->c.ev_conns);
 }
 
-/* false: close the stream (end, error, bad frame, no scheduler yet) */
-static bool conn_read(struct ev_loop *l, struct ev_conn *c)
+/* when stream c is due to be closed for silence, CLOCK_MONOTONIC ns;
+ * UINT64_MAX: never */
+static uint64_t ev_due(const struct srv *srv, const struct ev_conn *c)
+{
+	double limit = c->dec.started ? srv->ev_idle : srv->ev_hello;
+
+	if (limit <= 0)
+		return UINT64_MAX;
+	return (c->dec.started ? c->last_ns : c->since_ns) +
+	       (uint64_t)(limit * 1e9);
+}
+
+/* close the streams past their deadline; the poll timeout, in ms, until
+ * the next one (-1: none) */
+static int ev_sweep(struct ev_loop *l)
+{
+	uint64_t now = kvfs_mono_ns(), next = UINT64_MAX;
+
+	for (uint32_t i = l->n; i-- > 0;) {
+		uint64_t due = ev_due(l->srv, &l->conn[i]);
+
+		if (due <= now) {
+			ev_log(l, &l->conn[i],
+			       l->conn[i].dec.started
+				       ? "idle (no frame within the idle "
+					 "timeout)"
+				       : "no RESET within the hello timeout");
+			count(l->srv, &l->srv->c.ev_timeouts);
+			conn_close(l, i);
+		} else if (due < next) {
+			next = due;
+		}
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	/* rounded up, so the next sweep finds it due */
+	return (int)((next - now + 999999) / 1000000);
+}
+
+/* the events of an authenticated stream: only its own node's */
+struct bound {
+	void *sched;
+	uint16_t node;
+};
+
+static int apply_bound(void *arg, const struct sched_ev *ev)
+{
+	const struct bound *b = arg;
+
+	if (ev->node != b->node)
+		return -EPERM;
+	return sched_ev_apply(b->sched, ev);
+}
+
+/* feed n bytes at p to c's decoder; false: close the stream */
+static bool conn_feed(struct ev_loop *l, struct ev_conn *c, const void *p,
+		      size_t n)
 {
 	struct srv *srv = l->srv;
 	uint64_t frames, records;
-	ssize_t n;
+	struct bound b;
 	int rc;
 
-	n = read(c->fd, l->buf, sizeof(l->buf));
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return true;
-	if (n <= 0)
-		return false;
 	pthread_mutex_lock(&srv->lock);
 	if (!srv->s) {
 		/* no instances yet, so no index: the node retries later */
@@ -236,15 +435,185 @@ static bool conn_read(struct ev_loop *l, struct ev_conn *c)
 	}
 	frames = c->dec.frames;
 	records = c->dec.records;
-	rc = sched_ev_feed(&c->dec, l->buf, (size_t)n, sched_ev_apply, srv->s);
+	b.sched = srv->s;
+	b.node = c->au ? c->au->node : 0;
+	rc = sched_ev_feed(&c->dec, p, n, c->au ? apply_bound : sched_ev_apply,
+			   c->au ? (void *)&b : srv->s);
 	srv->c.ev_frames += c->dec.frames - frames;
 	srv->c.ev_records += c->dec.records - records;
 	/* the stream is closed, and its node's blocks forgotten, by
 	 * conn_close() */
 	if (rc < 0)
 		srv->c.ev_errors++;
+	if (rc == -ENOMSG)
+		srv->c.ev_no_reset++;
 	pthread_mutex_unlock(&srv->lock);
+	if (c->dec.frames != frames)
+		c->last_ns = kvfs_mono_ns();
+	if (rc == -ENOMSG)
+		ev_log(l, c, "its first frame is not a RESET");
+	if (rc == -EPERM)
+		ev_log(l, c, "an event for a node it did not authenticate as");
 	return rc == 0;
+}
+
+static bool hs_reply(struct ev_conn *c, const struct kv_wire_msg *m)
+{
+	uint8_t buf[KV_WIRE_HDR_LEN + KV_WIRE_META_MAX];
+	long n = kv_wire_encode(m, buf, sizeof(buf));
+
+	/* a few bytes on a fresh socket: the send buffer takes them */
+	return n > 0 && send(c->fd, buf, (size_t)n, MSG_NOSIGNAL) == n;
+}
+
+/* one handshake frame out of au->buf: its length (0: not whole yet), or
+ * -EBADMSG */
+static long hs_frame(struct ev_auth *au, struct kv_wire_msg *m)
+{
+	struct kv_wire_hdr h;
+	int rc = kv_wire_hdr_decode(au->buf, au->len, &h);
+
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc < 0 || h.payload_len != h.meta_len)
+		return -EBADMSG;
+	if (au->len < KV_WIRE_HDR_LEN + h.meta_len)
+		return 0;
+	rc = kv_wire_decode(&h, au->buf + KV_WIRE_HDR_LEN, h.meta_len, m);
+	return rc < 0 ? rc : (long)(KV_WIRE_HDR_LEN + h.meta_len);
+}
+
+/* the node number of an authenticated peer id (kvfsd's --node-id) */
+static int node_number(const char *id, uint16_t *node)
+{
+	char *end;
+	unsigned long v = strtoul(id, &end, 10);
+
+	if (!*id || *end || v > 65535)
+		return -EINVAL;
+	*node = (uint16_t)v;
+	return 0;
+}
+
+/* one step of an authenticated stream: the bytes used (0: more are
+ * needed), or < 0 to close it, *why saying why */
+static long auth_step(struct ev_loop *l, struct ev_conn *c, const char **why)
+{
+	struct ev_auth *au = c->au;
+	struct kv_wire_msg m, out;
+	uint8_t keys[2][KV_AUTH_KEY_LEN];
+	uint32_t len;
+	long used;
+	int rc;
+
+	if (au->state != EVA_RECORDS) {
+		used = hs_frame(au, &m);
+		if (used < 0) {
+			/* a plain stream, to a conductor that wants it
+			 * authenticated, ends here too */
+			count(l->srv, &l->srv->c.ev_auth_failures);
+			*why = "not a handshake frame";
+		}
+		if (used <= 0)
+			return used;
+		if (au->state == EVA_HELLO) {
+			rc = m.type == KV_WIRE_HELLO ? kv_auth_server_challenge(
+							       &au->a, &m, &out)
+						     : -EPROTO;
+			if (rc == 0 && node_number(m.node, &au->node) < 0)
+				rc = -EACCES;
+			au->state = EVA_AUTH;
+		} else {
+			rc = m.type == KV_WIRE_AUTH
+				     ? kv_auth_server_verify(&au->a, &m)
+				     : -EPROTO;
+			if (rc == 0)
+				rc = kv_auth_keys(&au->a, keys[0], keys[1]);
+			if (rc == 0)
+				rc = kv_tagger_init(&au->tag, keys[1]);
+			explicit_bzero(keys, sizeof(keys));
+			memset(&out, 0, sizeof(out));
+			out.type = KV_WIRE_AUTH_OK;
+			if (rc == 0)
+				au->state = EVA_RECORDS;
+		}
+		if (rc < 0) {
+			memset(&out, 0, sizeof(out));
+			out.type = KV_WIRE_AUTH_FAIL;
+			hs_reply(c, &out);
+			count(l->srv, &l->srv->c.ev_auth_failures);
+			*why = "authentication failed (no cluster secret, or a "
+			       "node id that is not a number)";
+			return -EACCES;
+		}
+		return hs_reply(c, &out) ? used : -EPIPE;
+	}
+	if (au->len < 4)
+		return 0;
+	len = kv_get_le32(au->buf);
+	if (len == 0 || len > SCHED_EV_SEALED_MAX) {
+		*why = "a sealed record of a bad length";
+		return -EBADMSG;
+	}
+	if (au->len < 4 + (size_t)len + KV_WIRE_TAG_LEN)
+		return 0;
+	rc = kv_tagger_begin(&au->tag);
+	if (rc == 0)
+		rc = kv_tagger_update(&au->tag, au->buf, 4 + (size_t)len);
+	if (rc == 0)
+		rc = kv_tagger_check(&au->tag, au->buf + 4 + len);
+	if (rc < 0) {
+		count(l->srv, &l->srv->c.ev_auth_failures);
+		*why = "a sealed record whose tag fails";
+		return -EBADMSG;
+	}
+	if (!conn_feed(l, c, au->buf + 4, len)) {
+		*why = NULL; /* conn_feed said why, if it was a rule */
+		return -EBADMSG;
+	}
+	return 4 + (long)len + KV_WIRE_TAG_LEN;
+}
+
+/* false: close the stream (end, error, bad frame, no scheduler yet) */
+static bool conn_read(struct ev_loop *l, struct ev_conn *c)
+{
+	struct ev_auth *au = c->au;
+	const char *why = NULL;
+	ssize_t n;
+	long used;
+
+	n = read(c->fd, l->buf, sizeof(l->buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	/* a client that hangs up in the handshake found us wanting: it
+	 * has another secret */
+	if (n <= 0 && au && au->state != EVA_RECORDS)
+		count(l->srv, &l->srv->c.ev_auth_failures);
+	if (n <= 0)
+		return false;
+	if (!au)
+		return conn_feed(l, c, l->buf, (size_t)n);
+	if (au->len + (size_t)n > au->cap) {
+		size_t cap = au->cap ? au->cap : sizeof(l->buf);
+		uint8_t *b;
+
+		while (cap < au->len + (size_t)n)
+			cap *= 2;
+		b = realloc(au->buf, cap);
+		if (!b)
+			return false;
+		au->buf = b;
+		au->cap = cap;
+	}
+	memcpy(au->buf + au->len, l->buf, (size_t)n);
+	au->len += (size_t)n;
+	while ((used = auth_step(l, c, &why)) > 0) {
+		au->len -= (size_t)used;
+		memmove(au->buf, au->buf + used, au->len);
+	}
+	if (used < 0 && why)
+		ev_log(l, c, why);
+	return used == 0;
 }
 
 static void *ev_main(void *arg)
@@ -253,18 +622,21 @@ static void *ev_main(void *arg)
 	struct pollfd p[SRV_MAX_EV_CONNS + 2];
 
 	for (;;) {
+		int timeout = ev_sweep(l);
+		uint32_t n = l->n;
+
 		p[0] = (struct pollfd){ .fd = l->srv->wake[0],
 					.events = POLLIN };
 		p[1] = (struct pollfd){ .fd = l->srv->ev_fd, .events = POLLIN };
-		for (uint32_t i = 0; i < l->n; i++)
+		for (uint32_t i = 0; i < n; i++)
 			p[i + 2] = (struct pollfd){ .fd = l->conn[i].fd,
 						    .events = POLLIN };
-		if (poll(p, l->n + 2, -1) < 0 && errno != EINTR)
+		if (poll(p, n + 2, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents)
 			break;
 		/* backwards: conn_close moves the last stream into i */
-		for (uint32_t i = l->n; i-- > 0;)
+		for (uint32_t i = n; i-- > 0;)
 			if (p[i + 2].revents && !conn_read(l, &l->conn[i]))
 				conn_close(l, i);
 		if (p[1].revents & POLLIN)

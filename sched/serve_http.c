@@ -4,26 +4,54 @@
  *
  * A body is collected whole (at most max_body bytes) before its handler
  * runs; a longer one is read and dropped, so the client gets its 413
- * instead of a reset, while the connection timeout bounds a slow sender.
+ * instead of a reset, while the request deadline bounds a slow sender.
  * Routing is a table of (path, method, handler): a known path with
  * another method is 405, any other path 404.
+ *
+ * With a token (--token-file), every request but GET /metrics must carry
+ * "Authorization: Bearer TOKEN", else 401 before its body is read.
+ * /metrics stays open for scrapers: it holds counters and gauges only,
+ * no request, block or node the API would reveal.
+ *
+ * The guard: libmicrohttpd's connection timeout is reset by every byte
+ * received, so a client sending a header line every few seconds would
+ * hold its connection (and its thread) for ever, and enough of them
+ * lock everyone out.  So every connection is tracked here (connection
+ * notifications) with the time its current request began (connect, or
+ * the previous answer); a reaper thread shuts down a connection whose
+ * request is not in whole after http_timeout, and a connection past
+ * http_conns evicts the one that has waited longest for its request.
+ * Shutting down the socket makes the connection's thread see EOF and
+ * close it; the lock makes that safe, as libmicrohttpd notifies the close
+ * (and the entry goes) before it closes the descriptor.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <json-c/json.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "src/common/clock.h"
 #include "sched/serve_int.h"
 
-#define HTTP_TIMEOUT_S 10
 #define JSON_DEPTH 16
+/* connections libmicrohttpd takes past http_conns: each makes the guard
+ * evict one, which is gone a moment later */
+#define HTTP_EVICT_SLACK 32
+#define REAP_EVERY_MS 100
 
 enum {
 	ST_OK = 200,
 	ST_BAD = 400,
+	ST_UNAUTHORIZED = 401,
 	ST_NOT_FOUND = 404,
 	ST_METHOD = 405,
 	ST_CONFLICT = 409,
@@ -33,9 +61,23 @@ enum {
 	ST_UNAVAILABLE = 503,
 };
 
+/* one connection, the guard's view; its socket context */
+struct http_conn {
+	struct http_conn *prev, *next; /* [lock] h->conns */
+	int fd;
+	uint64_t since_ns; /* [lock] its current request began */
+	bool answering;	   /* [lock] the request is in, not answered yet */
+	bool cut;	   /* [lock] shut down by the guard */
+};
+
 struct srv_http {
 	struct srv *srv;
 	struct MHD_Daemon *d;
+	pthread_mutex_t lock; /* the guard's; never held with srv->lock */
+	struct http_conn *conns;
+	unsigned live; /* [lock] connections not cut */
+	pthread_t reaper;
+	int wake[2]; /* a byte on wake[1] stops the reaper */
 };
 
 struct body {
@@ -59,8 +101,10 @@ static void answer_error(struct srv_answer *a, unsigned status, const char *msg,
 				       json_object_new_string(reason));
 }
 
+/* hdr: one more header, "Name: value" split at hval; may be NULL */
 static enum MHD_Result send_answer(struct MHD_Connection *conn,
-				   struct srv_answer *a, const char *allow)
+				   struct srv_answer *a, const char *hdr,
+				   const char *hval)
 {
 	struct MHD_Response *r;
 	const char *body, *type = "text/plain; version=0.0.4";
@@ -88,8 +132,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn,
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", type);
-	if (allow)
-		MHD_add_response_header(r, "Allow", allow);
+	if (hdr)
+		MHD_add_response_header(r, hdr, hval);
 	rc = MHD_queue_response(conn, a->status, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -575,18 +619,221 @@ static enum MHD_Result respond(struct srv *srv, struct MHD_Connection *conn,
 		srv->c.bad++;
 		pthread_mutex_unlock(&srv->lock);
 	}
-	return send_answer(conn, &a, allow);
+	return send_answer(conn, &a, allow ? "Allow" : NULL, allow);
 }
+
+/* ---- the bearer token ---------------------------------------------------- */
+
+/* a == b in time that depends on their lengths only */
+static bool same_secret(const char *a, size_t alen, const char *b, size_t blen)
+{
+	volatile unsigned char d = alen != blen;
+
+	for (size_t i = 0; i < alen && i < blen; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+static bool authorized(const struct srv *srv, struct MHD_Connection *conn,
+		       const char *url, const char *method)
+{
+	const char *v;
+
+	if (!srv->token)
+		return true;
+	if (!strcmp(url, "/metrics") && !strcmp(method, "GET"))
+		return true;
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	/* RFC 6750: the scheme is case-insensitive */
+	if (!v || strncasecmp(v, "Bearer ", 7))
+		return false;
+	v += 7;
+	v += strspn(v, " ");
+	return same_secret(v, strlen(v), srv->token, strlen(srv->token));
+}
+
+static enum MHD_Result unauthorized(struct srv *srv,
+				    struct MHD_Connection *conn)
+{
+	struct srv_answer a = { 0 };
+
+	pthread_mutex_lock(&srv->lock);
+	srv->c.bad++;
+	srv->c.http_unauthorized++;
+	pthread_mutex_unlock(&srv->lock);
+	answer_error(&a, ST_UNAUTHORIZED, "missing or wrong bearer token",
+		     NULL);
+	return send_answer(conn, &a, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+			   "Bearer realm=\"kvconductor\"");
+}
+
+/* ---- the guard ------------------------------------------------------------
+ */
+
+static struct http_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/* under h->lock: the socket's thread will see EOF and close it */
+static void guard_cut(struct srv_http *h, struct http_conn *c)
+{
+	shutdown(c->fd, SHUT_RDWR);
+	c->cut = true;
+	h->live--;
+}
+
+/* under h->lock: the connection waiting longest for its request */
+static struct http_conn *guard_victim(struct srv_http *h)
+{
+	struct http_conn *v = NULL;
+
+	for (struct http_conn *c = h->conns; c; c = c->next)
+		if (!c->cut && !c->answering &&
+		    (!v || c->since_ns < v->since_ns))
+			v = c;
+	return v;
+}
+
+static void guard_add(struct srv_http *h, struct MHD_Connection *conn,
+		      void **socket_context)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct http_conn *c = calloc(1, sizeof(*c)), *v = NULL;
+
+	*socket_context = c;
+	if (!c)
+		return;
+	if (!ci) {
+		/* untracked: libmicrohttpd's own timeout still holds */
+		c->fd = -1;
+		return;
+	}
+	c->fd = ci->connect_fd;
+	c->since_ns = kvfs_mono_ns();
+	pthread_mutex_lock(&h->lock);
+	c->next = h->conns;
+	if (h->conns)
+		h->conns->prev = c;
+	h->conns = c;
+	if (++h->live > h->srv->http_conns) {
+		v = guard_victim(h);
+		if (v)
+			guard_cut(h, v);
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (v) {
+		pthread_mutex_lock(&h->srv->lock);
+		h->srv->c.http_evicted++;
+		pthread_mutex_unlock(&h->srv->lock);
+	}
+}
+
+static void guard_del(struct srv_http *h, struct http_conn *c)
+{
+	if (!c)
+		return;
+	if (c->fd < 0) {
+		free(c);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		h->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (!c->cut)
+		h->live--;
+	pthread_mutex_unlock(&h->lock);
+	free(c);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct srv_http *h = cls;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		guard_add(h, conn, socket_context);
+	else
+		guard_del(h, *socket_context);
+}
+
+/* the request is in: its handler runs, its answer goes out */
+static void guard_answering(struct srv_http *h, struct MHD_Connection *conn,
+			    bool answering)
+{
+	struct http_conn *c = conn_of(conn);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&h->lock);
+	c->answering = answering;
+	c->since_ns = kvfs_mono_ns();
+	pthread_mutex_unlock(&h->lock);
+}
+
+static uint64_t guard_reap(struct srv_http *h)
+{
+	uint64_t now = kvfs_mono_ns(), n = 0;
+	uint64_t limit = (uint64_t)(h->srv->http_timeout * 1e9);
+
+	pthread_mutex_lock(&h->lock);
+	for (struct http_conn *c = h->conns; c; c = c->next)
+		if (!c->cut && !c->answering && now - c->since_ns >= limit) {
+			guard_cut(h, c);
+			n++;
+		}
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
+static void *reaper_main(void *arg)
+{
+	struct srv_http *h = arg;
+	struct pollfd p = { .fd = h->wake[0], .events = POLLIN };
+
+	for (;;) {
+		int rc = poll(&p, 1, REAP_EVERY_MS);
+		uint64_t n;
+
+		if (rc > 0 || (rc < 0 && errno != EINTR))
+			break;
+		n = guard_reap(h);
+		if (n) {
+			pthread_mutex_lock(&h->srv->lock);
+			h->srv->c.http_timeouts += n;
+			pthread_mutex_unlock(&h->srv->lock);
+		}
+	}
+	return NULL;
+}
+
+/* ---- libmicrohttpd callbacks ----------------------------------------------
+ */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 				  const char *url, const char *method,
 				  const char *version, const char *data,
 				  size_t *data_len, void **con_cls)
 {
-	struct srv *srv = cls;
+	struct srv_http *h = cls;
+	struct srv *srv = h->srv;
 	struct body *b = *con_cls;
 
 	if (!b) {
+		/* the headers are in: refused before any body is read */
+		if (!authorized(srv, conn, url, method)) {
+			guard_answering(h, conn, true);
+			return unauthorized(srv, conn);
+		}
 		b = body_new(conn, srv->max_body);
 		if (!b)
 			return MHD_NO;
@@ -599,6 +846,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		*data_len = 0;
 		return MHD_YES;
 	}
+	guard_answering(h, conn, true);
 	return respond(srv, conn, url, method, b);
 }
 
@@ -607,6 +855,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct body *b = *con_cls;
 
+	/* a kept-alive connection owes its next request from now */
+	guard_answering(cls, conn, false);
+
 	if (b) {
 		free(b->buf);
 		free(b);
@@ -614,33 +865,72 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 }
 
+static void reaper_stop(struct srv_http *h)
+{
+	ssize_t n;
+
+	do
+		n = write(h->wake[1], "x", 1);
+	while (n < 0 && errno == EINTR);
+	pthread_join(h->reaper, NULL);
+}
+
 int srv_http_start(struct srv *srv, int fd, struct srv_http **out)
 {
 	struct srv_http *h = calloc(1, sizeof(*h));
+	/* libmicrohttpd's idle timeout, whole seconds: the guard's deadline
+	 * is the tighter one while a request comes in; this one bounds a
+	 * client that does not read its answer */
+	unsigned idle = (unsigned)ceil(srv->http_timeout);
+	int rc;
 
 	if (!h)
 		return -ENOMEM;
 	h->srv = srv;
+	pthread_mutex_init(&h->lock, NULL);
+	if (pipe2(h->wake, O_CLOEXEC) < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	rc = -pthread_create(&h->reaper, NULL, reaper_main, h);
+	if (rc < 0)
+		goto out_close_pipe;
 	h->d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
-		0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_HTTP_CONNS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-		MHD_OPTION_END);
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD, 0,
+		NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_CONNECTION_LIMIT, srv->http_conns + HTTP_EVICT_SLACK,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, srv->http_per_ip,
+		MHD_OPTION_CONNECTION_TIMEOUT, idle ? idle : 1u,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
 	if (!h->d) {
-		free(h);
-		return -EIO;
+		rc = -EIO;
+		goto out_stop_reaper;
 	}
 	*out = h;
 	return 0;
+
+out_stop_reaper:
+	reaper_stop(h);
+out_close_pipe:
+	close(h->wake[0]);
+	close(h->wake[1]);
+out_free:
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return rc;
 }
 
 void srv_http_stop(struct srv_http *h)
 {
 	if (!h)
 		return;
-	/* closes the listening socket too */
+	reaper_stop(h);
+	/* closes the listening socket too, and notifies every close, so
+	 * the guard's list is empty after it */
 	MHD_stop_daemon(h->d);
+	close(h->wake[0]);
+	close(h->wake[1]);
+	pthread_mutex_destroy(&h->lock);
 	free(h);
 }

@@ -26,9 +26,43 @@
 #include "sched/sched.h"
 
 #define SRV_DEF_MAX_BODY (1u << 20)
-#define SRV_MAX_EV_CONNS 64 /* event streams at once; more are refused */
-#define SRV_MAX_HTTP_CONNS 256
+/* event streams at once; one more evicts a stream that has not sent its
+ * RESET yet, or one quiet for half EV_IDLE, else it is refused (serve.c
+ * ev_victim) */
+#define SRV_MAX_EV_CONNS 64
 #define SRV_MAX_KEYS 65536 /* blocks in one schedule request */
+
+/*
+ * Deadlines and caps, kvconductor(8) lists them as options.  Why these
+ * defaults:
+ *
+ *   HTTP_TIMEOUT   a request (headers and body, at most max_body) must be
+ *                  in whole this long after its connection opened or its
+ *                  previous answer: a router sends one in milliseconds,
+ *                  and libmicrohttpd's own timeout is reset by every byte,
+ *                  so alone it lets a client dribbling a header line
+ *                  every few seconds hold a connection for ever.
+ *   HTTP_CONNS     connections at once; one more evicts the connection
+ *                  that has waited longest for its request, so idle
+ *                  clients cannot exhaust them.
+ *   HTTP_PER_IP    connections from one address (libmicrohttpd refuses
+ *                  more); a router keeps a few, not hundreds.
+ *   EV_HELLO       a new event stream's first frame (its RESET) is due
+ *                  this long after it connects; kvfsd sends it at once.
+ *   EV_IDLE        a stream quiet this long is closed: kvfsd sends a
+ *                  keepalive (an empty frame) every 30 s of quiet, so
+ *                  four of them lost means the node is gone.
+ *   REQUEST_TTL    a scheduled request whose last call (schedule, or
+ *                  prefill done) is this old is forgotten: 10 min is 20
+ *                  times the default TTFT SLO, and 6000 decode steps at
+ *                  the default TBT SLO.
+ */
+#define SRV_DEF_HTTP_TIMEOUT 10.0
+#define SRV_DEF_HTTP_CONNS 256
+#define SRV_DEF_HTTP_PER_IP 64
+#define SRV_DEF_EV_HELLO 10.0
+#define SRV_DEF_EV_IDLE 120.0
+#define SRV_DEF_REQUEST_TTL 600.0
 
 struct srv_counters {
 	uint64_t requests;  /* schedule calls that reached a decision */
@@ -38,7 +72,15 @@ struct srv_counters {
 	uint64_t ev_conns; /* event streams accepted in all */
 	uint64_t ev_frames;
 	uint64_t ev_records;
-	uint64_t ev_errors; /* streams ended by a bad frame */
+	uint64_t ev_errors;	   /* streams ended by a bad frame */
+	uint64_t ev_no_reset;	   /* of those, first frame not a RESET */
+	uint64_t ev_auth_failures; /* handshakes or record tags failed */
+	uint64_t ev_timeouts; /* streams closed: no RESET in time, or idle */
+	uint64_t ev_evicted;  /* streams closed for a newer one */
+	uint64_t expired;     /* requests forgotten by request_ttl */
+	uint64_t http_unauthorized; /* 401 answers */
+	uint64_t http_timeouts;	    /* requests not in whole in time */
+	uint64_t http_evicted;	    /* connections closed for a newer one */
 };
 
 struct srv {
@@ -53,6 +95,15 @@ struct srv {
 	uint64_t start_ns;	     /* CLOCK_MONOTONIC at start */
 	size_t max_body;
 
+	/* fixed after start */
+	char *token;	 /* the HTTP API's bearer token; NULL: none */
+	uint8_t *secret; /* event streams authenticate; NULL: plain */
+	size_t secret_len;
+	double http_timeout; /* s, see SRV_DEF_HTTP_TIMEOUT */
+	unsigned http_conns, http_per_ip;
+	double ev_hello, ev_idle; /* s; 0: no deadline */
+	double request_ttl;	  /* s; 0: requests never expire */
+
 	/* the event listener (serve.c) */
 	int ev_fd;   /* -1: no --events */
 	int wake[2]; /* a byte on wake[1] stops it */
@@ -62,6 +113,10 @@ struct srv {
 
 /* seconds since start, the scheduler's `now` */
 double srv_now(const struct srv *srv);
+
+/* forget requests past request_ttl (sched_expire) and count them; takes
+ * the lock.  main calls it about once a second. */
+void srv_expire(struct srv *srv);
 
 /*
  * Set the instances and create the scheduler: nodes may be NULL (node i
@@ -76,6 +131,8 @@ int srv_set_instances(struct srv *srv, uint32_t np, const uint32_t *pnode,
 int srv_listen(const char *spec, int *fd);
 /* the port fd is bound to, 0 if unknown */
 unsigned srv_port(int fd);
+
+#define SRV_SECRET_MIN 16 /* KV_XFER_SECRET_MIN: the same file as kvfsd's */
 
 /* the event listener thread on srv->ev_fd; 0 or -errno */
 int srv_events_start(struct srv *srv);

@@ -98,7 +98,7 @@ static struct json_object *instances_json(const struct snap *sn, bool pf)
 
 static void stats_fill(struct json_object *o, const struct snap *sn)
 {
-	struct json_object *rej = json_object_new_object(), *ev;
+	struct json_object *rej = json_object_new_object(), *ev, *http;
 
 	json_object_object_add(o, "uptime_s", json_object_new_double(sn->now));
 	json_object_object_add(o, "instances_set",
@@ -113,6 +113,7 @@ static void stats_fill(struct json_object *o, const struct snap *sn)
 	add_u64(o, "live", sn->load.live);
 	add_u64(o, "prefill_done", sn->c.prefill_done);
 	add_u64(o, "completed", sn->c.completed);
+	add_u64(o, "expired", sn->c.expired);
 	add_u64(o, "bad_requests", sn->c.bad);
 	add_u64(o, "blocks_indexed", sn->blocks);
 	ev = json_object_new_object();
@@ -121,7 +122,18 @@ static void stats_fill(struct json_object *o, const struct snap *sn)
 		add_u64(ev, "frames", sn->c.ev_frames);
 		add_u64(ev, "records", sn->c.ev_records);
 		add_u64(ev, "errors", sn->c.ev_errors);
+		add_u64(ev, "no_reset", sn->c.ev_no_reset);
+		add_u64(ev, "auth_failures", sn->c.ev_auth_failures);
+		add_u64(ev, "timeouts", sn->c.ev_timeouts);
+		add_u64(ev, "evicted", sn->c.ev_evicted);
 		json_object_object_add(o, "events", ev);
+	}
+	http = json_object_new_object();
+	if (http) {
+		add_u64(http, "unauthorized", sn->c.http_unauthorized);
+		add_u64(http, "timeouts", sn->c.http_timeouts);
+		add_u64(http, "evicted", sn->c.http_evicted);
+		json_object_object_add(o, "http", http);
 	}
 	json_object_object_add(o, "prefill", instances_json(sn, true));
 	json_object_object_add(o, "decode", instances_json(sn, false));
@@ -147,6 +159,43 @@ static void metric(FILE *f, const char *name, const char *type,
 {
 	fprintf(f, "# HELP kvconductor_%s %s\n# TYPE kvconductor_%s %s\n", name,
 		help, name, type);
+}
+
+/* what the deadlines and caps closed or refused */
+static void metrics_guards(FILE *f, const struct snap *sn)
+{
+	metric(f, "expired_total", "counter",
+	       "Requests forgotten by --request-ttl.");
+	fprintf(f, "kvconductor_expired_total %llu\n",
+		(unsigned long long)sn->c.expired);
+	metric(f, "event_streams_closed_total", "counter",
+	       "Event streams closed by the conductor's rules.");
+	fprintf(f,
+		"kvconductor_event_streams_closed_total{reason=\"no_reset\"} "
+		"%llu\n"
+		"kvconductor_event_streams_closed_total{reason=\"timeout\"} "
+		"%llu\n"
+		"kvconductor_event_streams_closed_total{reason=\"evicted\"} "
+		"%llu\n"
+		"kvconductor_event_streams_closed_total{reason=\"auth\"} "
+		"%llu\n",
+		(unsigned long long)sn->c.ev_no_reset,
+		(unsigned long long)sn->c.ev_timeouts,
+		(unsigned long long)sn->c.ev_evicted,
+		(unsigned long long)sn->c.ev_auth_failures);
+	metric(f, "http_unauthorized_total", "counter",
+	       "HTTP requests without the bearer token.");
+	fprintf(f, "kvconductor_http_unauthorized_total %llu\n",
+		(unsigned long long)sn->c.http_unauthorized);
+	metric(f, "http_connections_closed_total", "counter",
+	       "HTTP connections closed by the guard.");
+	fprintf(f,
+		"kvconductor_http_connections_closed_total{reason=\"timeout\"} "
+		"%llu\n"
+		"kvconductor_http_connections_closed_total{reason=\"evicted\"} "
+		"%llu\n",
+		(unsigned long long)sn->c.http_timeouts,
+		(unsigned long long)sn->c.http_evicted);
 }
 
 static void metrics_counters(FILE *f, const struct snap *sn)
@@ -180,6 +229,7 @@ static void metrics_counters(FILE *f, const struct snap *sn)
 	       "Event streams ended by a bad frame.");
 	fprintf(f, "kvconductor_event_errors_total %llu\n",
 		(unsigned long long)sn->c.ev_errors);
+	metrics_guards(f, sn);
 }
 
 static void metrics_gauges(FILE *f, const struct snap *sn)

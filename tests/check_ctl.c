@@ -528,7 +528,7 @@ START_TEST(test_lease_scope)
 }
 END_TEST
 
-/* a connection holds CTL_CONN_LEASES_MAX live match leases at most;
+/* a connection holds CTL_CONN_LEASES_DEFAULT live match leases at most;
  * expired ones make room again */
 START_TEST(test_conn_lease_cap)
 {
@@ -537,7 +537,7 @@ START_TEST(test_conn_lease_cap)
 	struct kvfs_ctl *c2;
 	struct kvfs_json *j;
 
-	for (int i = 0; i < CTL_CONN_LEASES_MAX; i++) {
+	for (unsigned i = 0; i < CTL_CONN_LEASES_DEFAULT; i++) {
 		ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H,
 						1, 600000, &lease),
 				 1);
@@ -558,7 +558,7 @@ START_TEST(test_conn_lease_cap)
 			 1);
 
 	ck_assert_int_eq(kvfs_ctl_connect(SOCK, &c2, err, sizeof(err)), 0);
-	for (int i = 0; i < CTL_CONN_LEASES_MAX; i++)
+	for (unsigned i = 0; i < CTL_CONN_LEASES_DEFAULT; i++)
 		ck_assert_int_eq(kvfs_ctl_match(c2, "m",
 						(const uint8_t(*)[32])H, 1,
 						i < 10 ? 50 : 600000, &lease),
@@ -923,25 +923,109 @@ START_TEST(test_concurrent)
 }
 END_TEST
 
-/* past CTL_MAX_CLIENTS a client is told -EMFILE and hung up on */
-START_TEST(test_client_cap)
+/* the server again, with other limits (C is reconnected) */
+static void restart(const struct ctl_limits *lim)
 {
-	int fds[CTL_MAX_CLIENTS], fd;
+	char err[256];
+
+	kvfs_ctl_close(C);
+	ctl_server_stop(SRV);
+	ck_assert_int_eq(
+		ctl_server_start_limits(S, SOCK, 0600, "{}", lim, &SRV), 0);
+	ck_assert_int_eq(kvfs_ctl_connect(SOCK, &C, err, sizeof(err)), 0);
+}
+
+static struct ctl_limits limits(void)
+{
+	struct ctl_limits lim;
+
+	ctl_limits_default(&lim);
+	return lim;
+}
+
+/* a raw client that took a match lease: it holds something */
+static int raw_holder(void)
+{
+	char req[128], h0[65];
+	int fd = raw_connect();
 	char *line;
 
-	/* C is one client already */
+	hex(H[0], h0);
+	snprintf(req, sizeof(req), "match m 600000 %s\n", h0);
+	raw_send(fd, req, strlen(req));
+	line = raw_line(fd);
+	ck_assert_int_eq(raw_errno(line), 0);
+	free(line);
+	return fd;
+}
+
+static int raw_status(int fd)
+{
+	char *line;
+	int e;
+
+	raw_send(fd, "status\n", 7);
+	line = raw_line(fd);
+	e = line ? raw_errno(line) : -1;
+	free(line);
+	return e;
+}
+
+/* wait (bounded) until the server has closed fd: its EOF */
+static bool raw_closed_within(int fd, unsigned ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char ch;
+
+	if (poll(&pfd, 1, (int)ms) != 1)
+		return false;
+	return recv(fd, &ch, 1, MSG_DONTWAIT) == 0;
+}
+
+/*
+ * Past CTL_MAX_CLIENTS a client is told -EMFILE and hung up on while
+ * every client is busy or holds something; once one holds nothing and
+ * has been idle CTL_EVICT_IDLE_MS, a new client takes its place, so
+ * idle clients cannot lock everyone out (the old code refused forever).
+ */
+START_TEST(test_client_cap)
+{
+	struct ctl_limits lim = limits();
+	int fds[CTL_MAX_CLIENTS], fd;
+	uint64_t lease;
+	char *line;
+
+	lim.uid_clients = 0;
+	lim.idle_s = 0;
+	restart(&lim);
+	/* C is one client already, and holds a lease */
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 1);
 	for (int i = 0; i < CTL_MAX_CLIENTS - 1; i++) {
-		fds[i] = raw_connect();
-		raw_send(fds[i], "status\n", 7);
-		line = raw_line(fds[i]);
-		ck_assert_int_eq(raw_errno(line), 0);
-		free(line);
+		fds[i] = i < CTL_MAX_CLIENTS - 2 ? raw_holder() : raw_connect();
+		if (i == CTL_MAX_CLIENTS - 2)
+			ck_assert_int_eq(raw_status(fds[i]), 0);
 	}
+	/* all active just now: refused */
 	fd = raw_connect();
 	line = raw_line(fd);
 	ck_assert_int_eq(raw_errno(line), EMFILE);
 	free(line);
 	ck_assert_ptr_null(raw_line(fd));
+	close(fd);
+	/* the one holding nothing goes idle: a newcomer takes its slot */
+	msleep(CTL_EVICT_IDLE_MS + 200);
+	fd = raw_connect();
+	ck_assert_int_eq(raw_status(fd), 0);
+	ck_assert(raw_closed_within(fds[CTL_MAX_CLIENTS - 2], 2000));
+	close(fds[CTL_MAX_CLIENTS - 2]);
+	/* now everyone holds something or is fresh: refused again */
+	fds[CTL_MAX_CLIENTS - 2] = fd;
+	fd = raw_connect();
+	line = raw_line(fd);
+	ck_assert_int_eq(raw_errno(line), EMFILE);
+	free(line);
 	close(fd);
 	close(fds[0]);
 	/* a slot frees up once the server sees the close */
@@ -960,6 +1044,223 @@ START_TEST(test_client_cap)
 	}
 	for (int i = 1; i < CTL_MAX_CLIENTS - 1; i++)
 		close(fds[i]);
+}
+END_TEST
+
+/* one uid holds at most uid_clients connections; an idle one of its own
+ * makes room */
+START_TEST(test_uid_client_cap)
+{
+	struct ctl_limits lim = limits();
+	int fds[3], fd;
+	char *line;
+
+	lim.uid_clients = 4;
+	restart(&lim);
+	ck_assert_int_eq(raw_status(fds[0] = raw_holder()), 0);
+	fds[1] = raw_holder();
+	fds[2] = raw_holder();
+	fd = raw_connect();
+	line = raw_line(fd);
+	ck_assert_int_eq(raw_errno(line), EMFILE);
+	ck_assert_ptr_nonnull(strstr(line, "ctl_uid_clients"));
+	free(line);
+	close(fd);
+	/* C holds nothing: idle long enough, it makes room */
+	msleep(CTL_EVICT_IDLE_MS + 200);
+	fd = raw_connect();
+	ck_assert_int_eq(raw_status(fd), 0);
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+END_TEST
+
+/* idle_s: a client that holds nothing is closed after it; one that holds
+ * a lease is kept (its close would drop the lease) */
+START_TEST(test_idle_timeout)
+{
+	struct ctl_limits lim = limits();
+	int idle, holder;
+
+	lim.idle_s = 1;
+	restart(&lim);
+	idle = raw_connect();
+	ck_assert_int_eq(raw_status(idle), 0);
+	holder = raw_holder();
+	ck_assert(raw_closed_within(idle, 3000));
+	msleep(1500);
+	ck_assert_int_eq(raw_status(holder), 0);
+	close(idle);
+	close(holder);
+}
+END_TEST
+
+/* uid_leases bounds every lease of one uid, pins included, across its
+ * connections, so one user cannot fill the store's lease table for all;
+ * conn_leases still bounds one connection */
+START_TEST(test_uid_lease_cap)
+{
+	struct ctl_limits lim = limits();
+	struct kv_lease_owner other = { .uid = (uint32_t)getuid() + 1 };
+	char err[256], req[128], h0[65];
+	struct kvfs_ctl *c2;
+	uint64_t lease, mine;
+
+	lim.conn_leases = 4;
+	lim.uid_leases = 8;
+	restart(&lim);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H,
+						1, 600000, &mine),
+				 1);
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 1,
+					600000, &lease),
+			 -EAGAIN);
+	ck_assert_int_eq(kvfs_ctl_connect(SOCK, &c2, err, sizeof(err)), 0);
+	hex(H[0], h0);
+	snprintf(req, sizeof(req), "pin m 600000 %s", h0);
+	for (int i = 0; i < 4; i++)
+		kvfs_json_free(call_ok(c2, req));
+	call_err(c2, req, EAGAIN);
+	call_err(C, req, EAGAIN);
+	/* a lease released, by unpin or by its connection's close, is room
+	 * again */
+	ck_assert_int_eq(kvfs_ctl_unpin(C, mine), 0);
+	kvfs_json_free(call_ok(c2, req));
+	call_err(c2, req, EAGAIN);
+	kvfs_ctl_close(C);
+	C = NULL;
+	for (int i = 0; i < 200 && stat_leases() != 5; i++)
+		msleep(10);
+	ck_assert_uint_eq(stat_leases(), 5);
+	for (int i = 0; i < 3; i++)
+		kvfs_json_free(call_ok(c2, req));
+	call_err(c2, req, EAGAIN);
+	/* another uid is not held back by this one's leases */
+	ck_assert_int_eq(kv_store_match_owned(S, NS, (const uint8_t(*)[32])H, 1,
+					      600000, &other, 8, &lease),
+			 1);
+	ck_assert_int_eq(kv_store_match_owned(S, NS, (const uint8_t(*)[32])H, 1,
+					      600000, &other, 1, &lease),
+			 -EDQUOT);
+	kvfs_ctl_close(c2);
+}
+END_TEST
+
+/* lease_max_ms: a longer lease or renewal is granted for that long */
+START_TEST(test_lease_max)
+{
+	struct ctl_limits lim = limits();
+	char req[128], h0[65];
+	struct kvfs_json *j;
+	uint64_t lease;
+
+	lim.lease_max_ms = 1000;
+	restart(&lim);
+	hex(H[0], h0);
+	snprintf(req, sizeof(req), "pin m 86400000 %s", h0);
+	j = call_ok(C, req);
+	ck_assert_uint_eq(u64(j, "lease_ms"), 1000);
+	lease = u64(j, "lease");
+	kvfs_json_free(j);
+	snprintf(req, sizeof(req), "renew %llu 600000",
+		 (unsigned long long)lease);
+	j = call_ok(C, req);
+	ck_assert_uint_eq(u64(j, "lease_ms"), 1000);
+	kvfs_json_free(j);
+	snprintf(req, sizeof(req), "match m 500 %s", h0);
+	j = call_ok(C, req);
+	ck_assert_uint_eq(u64(j, "lease_ms"), 500);
+	kvfs_json_free(j);
+	/* and it does expire then */
+	for (int i = 0; i < 300 && stat_leases() != 0; i++)
+		msleep(10);
+	ck_assert_uint_eq(stat_leases(), 0);
+}
+END_TEST
+
+/* "lease list" shows every live lease with its owner, a page at a time;
+ * "lease revoke" (and unpin) only for the owner's uid or root */
+START_TEST(test_lease_list_revoke)
+{
+	struct kv_lease_owner other = { .uid = 4242, .pid = 7 };
+	const struct kvfs_json *l;
+	char req[128], h0[65];
+	uint64_t match, pin, foreign;
+	struct kvfs_json *j;
+
+	ck_assert_int_eq(kvfs_ctl_match(C, "m", (const uint8_t(*)[32])H, 2,
+					600000, &match),
+			 2);
+	hex(H[0], h0);
+	snprintf(req, sizeof(req), "pin m 600000 %s", h0);
+	j = call_ok(C, req);
+	pin = u64(j, "lease");
+	kvfs_json_free(j);
+	ck_assert_int_eq(kv_store_match_owned(S, NS, (const uint8_t(*)[32])H, 3,
+					      600000, &other, 0, &foreign),
+			 3);
+
+	j = call_ok(C, "lease list");
+	l = kvfs_json_get(j, "leases");
+	ck_assert_uint_eq(l->n, 3);
+	ck_assert(kvfs_json_true(kvfs_json_get(j, "end")));
+	/* in id order: match, pin, foreign */
+	ck_assert_uint_eq(u64(&l->kid[0], "lease"), match);
+	ck_assert_str_eq(kvfs_json_str(kvfs_json_get(&l->kid[0], "kind")),
+			 "match");
+	ck_assert_uint_eq(u64(&l->kid[0], "blocks"), 2);
+	ck_assert_uint_eq(u64(&l->kid[0], "uid"), getuid());
+	ck_assert_uint_eq(u64(&l->kid[0], "pid"), (uint64_t)getpid());
+	ck_assert_uint_le(u64(&l->kid[0], "expires_ms"), 600000);
+	ck_assert_uint_gt(u64(&l->kid[0], "expires_ms"), 500000);
+	ck_assert_str_eq(kvfs_json_str(kvfs_json_get(&l->kid[1], "kind")),
+			 "pin");
+	ck_assert_uint_eq(u64(&l->kid[1], "lease"), pin);
+	ck_assert_uint_eq(u64(&l->kid[2], "uid"), 4242);
+	ck_assert_uint_eq(u64(&l->kid[2], "blocks"), 3);
+	kvfs_json_free(j);
+
+	/* pages */
+	j = call_ok(C, "lease list 0 2");
+	ck_assert_uint_eq(kvfs_json_get(j, "leases")->n, 2);
+	ck_assert(!kvfs_json_true(kvfs_json_get(j, "end")));
+	ck_assert_uint_eq(u64(j, "next"), pin);
+	kvfs_json_free(j);
+	snprintf(req, sizeof(req), "lease list %llu 2",
+		 (unsigned long long)pin);
+	j = call_ok(C, req);
+	l = kvfs_json_get(j, "leases");
+	ck_assert_uint_eq(l->n, 1);
+	ck_assert_uint_eq(u64(&l->kid[0], "lease"), foreign);
+	ck_assert(kvfs_json_true(kvfs_json_get(j, "end")));
+	kvfs_json_free(j);
+	call_err(C, "lease list 0 0", EINVAL);
+	call_err(C, "lease frob", ENOSYS);
+
+	/* revoke: the owner may; another uid may not, root may */
+	snprintf(req, sizeof(req), "lease revoke %llu",
+		 (unsigned long long)pin);
+	kvfs_json_free(call_ok(C, req));
+	call_err(C, req, ENOENT);
+	snprintf(req, sizeof(req), "lease revoke %llu",
+		 (unsigned long long)foreign);
+	if (getuid() == 0) {
+		kvfs_json_free(call_ok(C, req));
+	} else {
+		call_err(C, req, EPERM);
+		snprintf(req, sizeof(req), "unpin %llu",
+			 (unsigned long long)foreign);
+		call_err(C, req, EPERM);
+		snprintf(req, sizeof(req), "renew %llu 1000",
+			 (unsigned long long)foreign);
+		call_err(C, req, EPERM);
+		ck_assert_int_eq(kv_store_lease_release(S, foreign), 0);
+	}
+	j = call_ok(C, "lease list");
+	ck_assert_uint_eq(kvfs_json_get(j, "leases")->n, 1);
+	kvfs_json_free(j);
 }
 END_TEST
 
@@ -1329,6 +1630,11 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_slow_reader);
 	tcase_add_test(tc, test_concurrent);
 	tcase_add_test(tc, test_client_cap);
+	tcase_add_test(tc, test_uid_client_cap);
+	tcase_add_test(tc, test_idle_timeout);
+	tcase_add_test(tc, test_uid_lease_cap);
+	tcase_add_test(tc, test_lease_max);
+	tcase_add_test(tc, test_lease_list_revoke);
 	tcase_add_test(tc, test_bind_rules);
 	tcase_add_test(tc, test_connect_errors);
 	tcase_add_test(tc, test_render);

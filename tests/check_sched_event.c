@@ -272,6 +272,52 @@ START_TEST(test_sequence)
 }
 END_TEST
 
+/* reset_first: the conductor's rule that a stream opens with a RESET */
+START_TEST(test_reset_first)
+{
+	struct sched_ev_decoder d;
+	struct sched_ev_rec r[2];
+	struct seen s = { 0 };
+	uint8_t buf[256];
+	long n;
+
+	/* an INSERT first: refused, nothing applied */
+	recs_of(r, 1, SCHED_EV_INSERT, 1);
+	sched_ev_decoder_init(&d);
+	d.reset_first = true;
+	n = sched_ev_encode(buf, sizeof(buf), 4, 0, "ns", r, 1);
+	ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)n, collect, &s),
+			 -ENOMSG);
+	ck_assert_uint_eq(s.n, 0);
+	ck_assert(!d.started);
+	sched_ev_decoder_release(&d);
+
+	/* an empty frame (a keepalive) first: refused too */
+	sched_ev_decoder_init(&d);
+	d.reset_first = true;
+	n = sched_ev_encode(buf, sizeof(buf), 4, 0, "-", NULL, 0);
+	ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)n, collect, &s),
+			 -ENOMSG);
+	sched_ev_decoder_release(&d);
+
+	/* RESET first, then anything, keepalives included */
+	sched_ev_decoder_init(&d);
+	d.reset_first = true;
+	memset(&r[0], 0, sizeof(r[0]));
+	r[0].op = SCHED_EV_RESET;
+	recs_of(r + 1, 1, SCHED_EV_INSERT, 7);
+	n = sched_ev_encode(buf, sizeof(buf), 4, 0, "ns", r, 2);
+	ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)n, collect, &s), 0);
+	n = sched_ev_encode(buf, sizeof(buf), 4, 1, "-", NULL, 0);
+	ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)n, collect, &s), 0);
+	n = sched_ev_encode(buf, sizeof(buf), 4, 2, "ns", r + 1, 1);
+	ck_assert_int_eq(sched_ev_feed(&d, buf, (size_t)n, collect, &s), 0);
+	ck_assert_uint_eq(s.n, 3);
+	ck_assert_uint_eq(d.frames, 3);
+	sched_ev_decoder_release(&d);
+}
+END_TEST
+
 /* the feeder: node 1 announces blocks, evicts some, restarts */
 START_TEST(test_apply)
 {
@@ -336,6 +382,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_stream_pieces);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_sequence);
+	tcase_add_test(tc, test_reset_first);
 	tcase_add_test(tc, test_apply);
 	suite_add_tcase(s, tc);
 	return s;

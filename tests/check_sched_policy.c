@@ -443,6 +443,37 @@ START_TEST(test_life_errors)
 }
 END_TEST
 
+/* requests never completed are forgotten after ttl, books and all */
+START_TEST(test_expire)
+{
+	struct sched *s = cs_sched("lookahead", 1, 1, NULL);
+	struct sched_decision a, b, c;
+	struct sched_load l;
+
+	a = sched_ok(s, C, 64, 16, 0);
+	b = sched_ok(s, D, 64, 16, 5);
+	c = sched_ok(s, E, 65, 16, 6);
+	ck_assert_int_eq(sched_prefill_done(s, c.id, 9), 0);
+	ck_assert_double_gt(sched_prefill_queue(s, 0, 9), 0);
+	/* at 10 with ttl 5: a (0) and b (5) are due, c (9) is not */
+	ck_assert_uint_eq(sched_expire(s, 10, 5), 2);
+	sched_get_load(s, &l);
+	ck_assert_uint_eq(l.live, 1);
+	ck_assert_int_eq(sched_complete(s, a.id, 10), -ENOENT);
+	ck_assert_int_eq(sched_prefill_done(s, b.id, 10), -ENOENT);
+	/* their queue and in-flight blocks went with them */
+	ck_assert_double_eq(sched_prefill_queue(s, 0, 10), 0);
+	ck_assert_uint_eq(sched_ok(s, C, 64, 16, 10).local_blocks, 0);
+	ck_assert_uint_eq(sched_decode_batch(s, 0), 1);
+	ck_assert_uint_eq(sched_expire(s, 13.9, 5), 0);
+	ck_assert_uint_eq(sched_expire(s, 100, 5), 2);
+	sched_get_load(s, &l);
+	ck_assert_uint_eq(l.live, 0);
+	ck_assert_uint_eq(sched_decode_batch(s, 0), 0);
+	sched_destroy(s);
+}
+END_TEST
+
 START_TEST(test_policy_table)
 {
 	static const char *names[] = { "random",      "round-robin",
@@ -484,6 +515,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_reject_tbt);
 	tcase_add_test(tc, test_reject_predict);
 	tcase_add_test(tc, test_life_errors);
+	tcase_add_test(tc, test_expire);
 	tcase_add_test(tc, test_policy_table);
 	suite_add_tcase(s, tc);
 	return s;

@@ -271,19 +271,23 @@ else
 	bad "node 2 after garbage frames"
 fi
 
-# ---- a wrong secret: joins etcd, but is refused by every peer --------------
+# ---- a wrong secret: its record in etcd fails the MAC under ours, and
+# ours under its: it is no member (kvfsd(8), ETCD SECURITY) ---------------
 node 4 "$tmp/wrong"
-converge 50 "node 4 (wrong secret) sees nodes 2, 3, 4 in etcd" sees 4 3
+sleep 1
+converge 50 "node 4 (wrong secret) sees itself only" sees 4 1
+converge 50 "nodes 2 and 3 do not count node 4" all_see 2 2 3
 if cat "$tmp/mnt4/ns/$(blk 3)" >/dev/null 2>&1; then
 	bad "node 4 (wrong secret) read a block"
 else
 	ok "node 4 with the wrong secret reads nothing"
 fi
 if has 4 "$(blk 3)"; then bad "node 4 holds a block"; else ok "and holds nothing"; fi
-if grep -qi 'auth' "$tmp/node2.log" "$tmp/node3.log" "$tmp/node4.log"; then
-	ok "the peers logged the refusal"
+if grep -q 'ignoring the node record .*/nodes/4' "$tmp/node2.log" &&
+	grep -q 'ignoring the node record .*/nodes/2' "$tmp/node4.log"; then
+	ok "node 2 and node 4 logged each other's records as ignored"
 else
-	bad "no authentication failure logged by nodes 2 and 3"
+	bad "no ignored record logged by nodes 2 and 4"
 fi
 kill -TERM "$NPID4"
 wait "$TPID4" 2>/dev/null || true
@@ -418,65 +422,42 @@ else
 	bad "the block of killed node 5 did not reach its new home node 8"
 fi
 
-# ---- block events to a conductor: RESET, then INSERT of a new block ------
-"$PY" - "$PORTC" "$tmp/events" <<'EOF' &
-import socket, sys, time
-l = socket.socket()
-l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", int(sys.argv[1])))
-l.listen(1)
-l.settimeout(30)
-c, _ = l.accept()
-c.settimeout(0.5)
-data = b""
-end = time.time() + 30
-while time.time() < end:
-    try:
-        b = c.recv(65536)
-    except socket.timeout:
-        continue
-    if not b:
-        break
-    data += b
-    open(sys.argv[2], "wb").write(data)
+# ---- block events to a conductor that takes authenticated streams only:
+# node 6's stream authenticates with the cluster secret, and its new block
+# is indexed (the conductor holds it to RESET first and to node 6)
+KVC=$top_builddir/sched/kvconductor
+if [ -x "$KVC" ]; then
+	"$KVC" serve --listen 127.0.0.1:0 --events "127.0.0.1:$PORTC" \
+		--prefill 7 --decode 1 --secret-file "$tmp/secret" \
+		</dev/null >"$tmp/kvc.out" 2>"$tmp/kvc.err" &
+	LPID=$!
+	PIDS="$LPID $PIDS"
+	wait_until 50 grep -q '^listen ' "$tmp/kvc.out" ||
+		bad "kvconductor did not start: $(cat "$tmp/kvc.err")"
+	HTTPC=$(sed -n 's/^listen 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/kvc.out")
+	CONDUCTOR_OPT="--conductor 127.0.0.1:$PORTC"
+	node 6
+	mkdir -p "$tmp/mnt6/ev"
+	head -c 1000 /dev/urandom >"$tmp/mnt6/ev/$(blk 77)"
+	indexed() {
+		"$PY" - "$HTTPC" <<'EOF'
+import json, sys, urllib.request
+with urllib.request.urlopen("http://127.0.0.1:%s/v1/stats" % sys.argv[1],
+                            timeout=5) as f:
+    s = json.load(f)
+ev = s["events"]
+sys.exit(0 if s["blocks_indexed"] >= 1 and ev["auth_failures"] == 0 and
+         ev["errors"] == 0 else 1)
 EOF
-LPID=$!
-PIDS="$LPID $PIDS"
-CONDUCTOR_OPT="--conductor 127.0.0.1:$PORTC"
-node 6
-mkdir -p "$tmp/mnt6/ev"
-head -c 1000 /dev/urandom >"$tmp/mnt6/ev/$(blk 77)"
-frames() {
-	"$PY" - "$tmp/events" "$(blk 77)" <<'EOF'
-import struct, sys
-d = open(sys.argv[1], "rb").read()
-want = bytes.fromhex(sys.argv[2])
-ops, off = [], 0
-while off + 24 <= len(d):
-    assert d[off:off + 4] == b"KVEV", "bad magic"
-    node = struct.unpack_from("<H", d, off + 6)[0]
-    count = struct.unpack_from("<I", d, off + 16)[0]
-    nsl = d[off + 20]
-    ns = d[off + 24:off + 24 + nsl]
-    recs = off + 24 + nsl
-    end = recs + 33 * count + 4
-    if end > len(d):
-        break
-    for i in range(count):
-        op, h = d[recs + 33 * i], d[recs + 33 * i + 1:recs + 33 * i + 33]
-        ops.append((node, op, ns, h))
-    off = end
-assert ops and ops[0][1] == 3, "first record is not RESET"
-assert all(n == 6 for n, _, _, _ in ops), "node number is not 6"
-assert any(op == 1 and ns == b"ev" and h == want for _, op, ns, h in ops), "no INSERT"
-EOF
-}
-if wait_until 100 frames 2>/dev/null; then
-	ok "conductor stream: RESET first, then INSERT of the new block, node 6"
+	}
+	if wait_until 100 indexed 2>/dev/null; then
+		ok "conductor stream of node 6, authenticated: its new block is indexed"
+	else
+		bad "conductor stream from node 6: $(tail -n 3 "$tmp/kvc.err")"
+	fi
+	kill "$LPID" 2>/dev/null || true
 else
-	frames || true
-	bad "conductor stream from node 6"
+	echo "SKIP part: kvconductor was not built" >&2
 fi
-kill "$LPID" 2>/dev/null || true
 
 exit $fail

@@ -51,4 +51,46 @@ fi
 grep -q "as node 0" "$tmp/kvfsd.log" && ok "kvfsd says it is node 0" ||
 	bad "no 'as node 0' in the log"
 kvfsd_stop && ok "SIGTERM: exit 0" || bad "SIGTERM: exit status"
+
+# ---- a conductor with the cluster secret takes authenticated streams only
+kill "$KPID" 2>/dev/null; wait "$KPID" 2>/dev/null || true
+rm -f "$tmp/kvc.out" # its "events" line is the old daemon's
+printf 'conductor-test-secret-0123456789\n' >"$tmp/secret"
+printf 'some-other-secret-9876543210xyz\n' >"$tmp/wrong"
+chmod 600 "$tmp/secret" "$tmp/wrong"
+"$KVC" serve --listen 127.0.0.1:0 --events 127.0.0.1:0 --prefill 1 \
+	--decode 1 --secret-file "$tmp/secret" \
+	</dev/null >"$tmp/kvc.out" 2>"$tmp/kvc.err" &
+KPID=$!
+HELPERS="$HELPERS $KPID"
+wait_until 50 grep -qs '^events ' "$tmp/kvc.out" ||
+	{ echo "FAIL kvconductor did not start: $(cat "$tmp/kvc.err")" >&2; exit 1; }
+HTTP=$(port listen)
+EV=$(port events)
+auth_failed() {
+	"$PYTHON3" -c '
+import json, sys, urllib.request
+with urllib.request.urlopen("http://127.0.0.1:%s/v1/stats" % sys.argv[1],
+                            timeout=5) as f:
+    s = json.load(f)
+sys.exit(0 if s["events"]["auth_failures"] >= int(sys.argv[2]) and
+         s["blocks_indexed"] == 0 else 1)' "$HTTP" "$1" 2>/dev/null
+}
+KVFSD_ARGS="--conductor 127.0.0.1:$EV" kvfsd_start ""
+wait_until 100 auth_failed 1 &&
+	ok "a plain stream is refused: nothing indexed" ||
+	bad "a plain stream was not refused"
+kvfsd_stop || bad "SIGTERM: exit status"
+KVFSD_ARGS="--conductor 127.0.0.1:$EV --secret-file $tmp/wrong" kvfsd_start ""
+wait_until 100 auth_failed 2 &&
+	ok "a stream with another secret is refused: nothing indexed" ||
+	bad "a stream with another secret was not refused"
+kvfsd_stop || bad "SIGTERM: exit status"
+KVFSD_ARGS="--conductor 127.0.0.1:$EV --secret-file $tmp/secret" kvfsd_start ""
+if wait_until 100 indexed 2; then
+	ok "an authenticated stream of node 0 is indexed"
+else
+	bad "the authenticated stream was not indexed: $(tail -n 3 "$tmp/kvc.err")"
+fi
+kvfsd_stop && ok "SIGTERM: exit 0" || bad "SIGTERM: exit status"
 exit "$fail"

@@ -46,8 +46,15 @@
  *                             K is 0) for MS ms; L is released when this
  *                             connection closes (see LEASES)
  *   pin NS MS HASH...         the same, but L outlives the connection
- *   unpin LEASE               {}               -ENOENT unknown or expired
- *   renew LEASE MS            {"lease":"L","lease_ms":MS}  MS from now
+ *   unpin LEASE               {}               -ENOENT unknown or expired,
+ *                             -EPERM another uid's (see LEASES)
+ *   renew LEASE MS            {"lease":"L","lease_ms":MS}  MS from now;
+ *                             -EPERM another uid's
+ *   lease list [CURSOR [MAX]] {"leases":[LEASE,...],"next":"C","end":bool}
+ *                             every live lease, in id order; MAX 1..1000,
+ *                             default 1000; pass "next" back as CURSOR
+ *                             until "end"
+ *   lease revoke LEASE        {}  as unpin
  *   evict NS HASH             {}               -EBUSY while referenced
  *
  * Zero-copy access for libkvfs, which maps the pool file ("pool" in
@@ -96,6 +103,9 @@
  *          "namespaces":[NSOBJ,...]
  *   CTL    {"clients":N,"requests":N,"conn_leases":N,"conn_maps":N,
  *           "conn_writers":N}  held by all connections together
+ *   LEASE  {"lease":"L","kind":"match"|"pin","blocks":N,"expires_ms":N,
+ *           "uid":N|null,"pid":N|null}  uid and pid: the peer credentials
+ *          of the connection that took it
  *   NSOBJ  {"name":..,"name_pct":..,"id":N,"block_tokens":B,"blocks":N,
  *           "bytes":N,"writing":N,"hits":N,"misses":N,"hit_rate":X,
  *           "evictions":N,"seals":N,"removed":N}
@@ -127,16 +137,30 @@
  * released when that connection closes, so an engine that dies pins
  * nothing (the lease's own expiry is only the backstop).  A pin lease is
  * not tied to any connection: it lives until unpin or its expiry, which is
- * what a command-line tool needs, since its connection ends with it.  Any
- * connection may unpin or renew any lease.  One connection holds at most
- * 4096 live match leases (-EAGAIN past that); the store caps all leases
- * together (-EAGAIN too).
+ * what a command-line tool needs, since its connection ends with it.  A
+ * lease belongs to the uid of the connection that took it (SO_PEERCRED):
+ * only that uid, or root, may unpin, renew or revoke it (-EPERM).  MS
+ * past the daemon's lease_max_ms (kvfsd(8), default 1 h) is granted as
+ * lease_max_ms, and "lease_ms" in the answer is what was granted.  One
+ * connection holds at most ctl_leases live match leases (default 4096),
+ * one uid at most ctl_uid_leases leases of both kinds over all its
+ * connections (default 32768), and the store 65536 in all: -EAGAIN past
+ * any of them, with a message naming which.
  *
  * MAPS AND WRITERS: maps and writers are always the connection's own:
  * only it may unmap, commit or abort them (another connection's REF is
  * -ENOENT), and its close drops every map and aborts every writer left,
  * so a dead engine neither pins slots nor leaves half-written blocks.
- * One connection holds at most 65536 maps and 1024 writers (-EAGAIN).
+ * One connection holds at most ctl_maps maps (default 65536) and 1024
+ * writers (-EAGAIN).
+ *
+ * CONNECTIONS: the daemon serves 256 at once, at most ctl_uid_clients
+ * (default 128) of one uid.  A connection that has made no request for
+ * ctl_idle seconds (default 60) and holds no lease, map or writer is
+ * closed; a client that must sit idle longer keeps something, or
+ * reconnects.  Past either cap, the longest-idle connection holding
+ * nothing (idle 1 s at least) is closed for the newcomer; only when
+ * there is none is the newcomer told -EMFILE and closed.
  */
 #ifndef KVFS_CTLPROTO_H
 #define KVFS_CTLPROTO_H

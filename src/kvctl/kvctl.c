@@ -4,7 +4,8 @@
  * One static table of subcommands; each takes (argc, argv) with argv[0] the
  * subcommand's name and returns the exit status.  hash, version and help
  * are here; the commands that talk to kvfsd's control socket (status, ls,
- * stat, lookup, pin, unpin, renew, evict, ns) are in kvctl_node.c.  The
+ * stat, lookup, pin, unpin, renew, leases, evict, ns) are in
+ * kvctl_node.c.  The
  * global options -m/-s, which say which daemon, come before the command.
  *
  * Exit status: 0 success, 1 failure at run time, 2 usage error (bad option,
@@ -46,6 +47,7 @@ static const struct kvctl_cmd kvctl_cmds[] = {
 	{ "pin", kvctl_pin, "pin the cached prefix of a chain under a lease" },
 	{ "unpin", kvctl_unpin, "release a lease" },
 	{ "renew", kvctl_renew, "extend a lease" },
+	{ "leases", kvctl_leases, "list the live leases, or revoke one" },
 	{ "evict", kvctl_evict, "evict blocks now" },
 	{ "ns", kvctl_ns, "list, create or remove namespaces" },
 	{ "nodes", kvctl_nodes, "show the cluster's live nodes" },

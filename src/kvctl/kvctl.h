@@ -66,6 +66,7 @@ int kvctl_lookup(int argc, char **argv);
 int kvctl_pin(int argc, char **argv);
 int kvctl_unpin(int argc, char **argv);
 int kvctl_renew(int argc, char **argv);
+int kvctl_leases(int argc, char **argv);
 int kvctl_evict(int argc, char **argv);
 int kvctl_ns(int argc, char **argv);
 int kvctl_nodes(int argc, char **argv);

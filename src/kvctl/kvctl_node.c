@@ -1,7 +1,7 @@
 /*
  * kvctl_node.c - the kvctl commands that talk to a running kvfsd through
  * its control socket (src/ctlproto.h): status, ls, stat, lookup, pin,
- * unpin, renew, evict, ns.
+ * unpin, renew, leases, evict, ns.
  *
  * Each command checks its arguments before connecting (a usage error is
  * exit 2 whether or not a daemon runs), makes its requests, and prints
@@ -118,6 +118,16 @@ static const struct node_help helps[] = {
 	  "Make a lease last ms from now.\n"
 	  "\n" OPT_J "  -L ms | --lease=ms\n"
 	  "          new length, 1..86400000 ms (default 600000)\n" OPT_H },
+	{ "leases", "jh",
+	  USAGE
+	  "leases [list] [-j]\n"
+	  "       kvctl [-m mount | -s socket] leases revoke [-j] lease\n"
+	  "\n"
+	  "List the live leases: id, kind (match: dies with its\n"
+	  "connection; pin: lives until unpin or expiry), owner uid and\n"
+	  "pid, blocks pinned and time left; or revoke one now.  Only the\n"
+	  "lease's owner uid or root may revoke it.\n"
+	  "\n" OPT_J OPT_H },
 	{ "evict", "jph",
 	  USAGE "evict [-jp] ns hash ...\n"
 		"\n"
@@ -741,9 +751,10 @@ int kvctl_pin(int argc, char **argv)
 	rc = prefix_cmd(argc, argv, &o, &ch, &j);
 	if (!rc && j && !o.json) {
 		printf("lease     %s\n", kvctl_jstr(j, "lease"));
-		printf("pinned    %llu of %zu blocks for %u ms\n",
+		/* the daemon may grant less than asked (-o lease_max_ms) */
+		printf("pinned    %llu of %zu blocks for %llu ms\n",
 		       (unsigned long long)kvctl_jnum(j, "count"), ch.n,
-		       o.lease_ms);
+		       (unsigned long long)kvctl_jnum(j, "lease_ms"));
 	}
 	kvfs_json_free(j);
 	chain_free(&ch);
@@ -802,10 +813,130 @@ int kvctl_renew(int argc, char **argv)
 		 o.lease_ms);
 	rc = node_simple(&o, req, &j);
 	if (!rc && !o.json)
-		printf("lease %llu renewed for %u ms\n",
-		       (unsigned long long)lease, o.lease_ms);
+		printf("lease %llu renewed for %llu ms\n",
+		       (unsigned long long)lease,
+		       (unsigned long long)kvctl_jnum(j, "lease_ms"));
 	kvfs_json_free(j);
 	return rc ? rc : kvctl_flush_stdout();
+}
+
+/* ---- leases ---------------------------------------------------------- */
+
+static void show_leases(const struct kvfs_json *leases)
+{
+	for (size_t i = 0; leases && i < leases->n; i++) {
+		const struct kvfs_json *l = &leases->kid[i];
+		const struct kvfs_json *uid = kvfs_json_get(l, "uid");
+		uint64_t ms = kvctl_jnum(l, "expires_ms");
+		char owner[48];
+
+		if (uid && uid->type == KVFS_JSON_NUM)
+			snprintf(owner, sizeof(owner), "%10llu %8llu",
+				 (unsigned long long)kvctl_jnum(l, "uid"),
+				 (unsigned long long)kvctl_jnum(l, "pid"));
+		else
+			snprintf(owner, sizeof(owner), "%10s %8s", "-", "-");
+		printf("%-20s %-5s %s %8llu %8llu.%03llu\n",
+		       kvctl_jstr(l, "lease"), kvctl_jstr(l, "kind"), owner,
+		       (unsigned long long)kvctl_jnum(l, "blocks"),
+		       (unsigned long long)(ms / 1000),
+		       (unsigned long long)(ms % 1000));
+	}
+}
+
+static int leases_page(struct kvfs_ctl *c, const struct nopts *o,
+		       uint64_t *cursor, bool *end)
+{
+	struct kvfs_json *j = NULL;
+	char req[64], *raw = NULL;
+	uint64_t next = 0;
+	int rc;
+
+	snprintf(req, sizeof(req), "lease list %llu",
+		 (unsigned long long)*cursor);
+	rc = node_call(c, req, &j, &raw);
+	if (rc)
+		return rc;
+	if (o->json)
+		puts(raw);
+	else
+		show_leases(kvfs_json_get(j, "leases"));
+	*end = kvfs_json_true(kvfs_json_get(j, "end"));
+	if (!*end && (kvfs_json_u64(kvfs_json_get(j, "next"), &next) ||
+		      next <= *cursor)) {
+		cli_fail(kvctl_cmd, 0, "the daemon's cursor did not advance");
+		rc = 1;
+	}
+	*cursor = next;
+	kvfs_json_free(j);
+	free(raw);
+	return rc;
+}
+
+static int leases_list(int argc, char **argv)
+{
+	struct nopts o = { .cmd = "leases" };
+	struct kvfs_ctl *c;
+	uint64_t cursor = 0;
+	bool end = false;
+	int rc;
+
+	rc = node_getopt(argc, argv, "leases", NULL, &o);
+	if (rc < 0)
+		rc = want_operands(&o, argc - optind, 0, 0);
+	if (rc >= 0)
+		return rc;
+	rc = node_connect(&c);
+	if (rc)
+		return rc;
+	if (!o.json)
+		printf("%-20s %-5s %10s %8s %8s %12s\n", "LEASE", "KIND", "UID",
+		       "PID", "BLOCKS", "EXPIRES_S");
+	/* the cursor grows with every page, so this ends */
+	do
+		rc = leases_page(c, &o, &cursor, &end);
+	while (!rc && !end);
+	kvfs_ctl_close(c);
+	return rc ? rc : kvctl_flush_stdout();
+}
+
+static int leases_revoke(int argc, char **argv)
+{
+	struct nopts o = { .cmd = "leases" };
+	struct kvfs_json *j = NULL;
+	uint64_t lease;
+	char req[64];
+	int rc;
+
+	rc = node_getopt(argc, argv, "leases", NULL, &o);
+	if (rc < 0)
+		rc = want_operands(&o, argc - optind, 1, 1);
+	if (rc < 0)
+		rc = lease_arg(&o, argv[optind], &lease);
+	if (rc >= 0)
+		return rc;
+	snprintf(req, sizeof(req), "lease revoke %llu",
+		 (unsigned long long)lease);
+	rc = node_simple(&o, req, &j);
+	if (!rc && !o.json)
+		printf("revoked lease %llu\n", (unsigned long long)lease);
+	kvfs_json_free(j);
+	return rc ? rc : kvctl_flush_stdout();
+}
+
+/* "leases" alone lists, as "leases list" does */
+int kvctl_leases(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "list"))
+		return leases_list(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "revoke"))
+		return leases_revoke(argc - 1, argv + 1);
+	if (argc >= 2 && argv[1][0] != '-')
+		return cli_usage_error("leases",
+				       "unknown verb \"%.32s\" (list or "
+				       "revoke)",
+				       argv[1]);
+	return leases_list(argc, argv);
 }
 
 int kvctl_evict(int argc, char **argv)

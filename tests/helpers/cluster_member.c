@@ -11,6 +11,9 @@
  *   publish NS BT    "publish 0" or "publish ENAME"
  *   find NS          "find BT" or "find ENAME"
  *   quit (or EOF)    leaves, prints "left", exits 0
+ *
+ * The cluster secret (the MAC key of the records in etcd) is
+ * $CLUSTER_SECRET, or a fixed test secret.
  */
 #include "config.h"
 
@@ -115,6 +118,14 @@ int main(int argc, char **argv)
 	cfg.ttl_s = argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
 	cfg.on_change = on_change;
 	cfg.arg = NULL;
+	{
+		const char *sec = getenv("CLUSTER_SECRET");
+
+		if (!sec || !*sec)
+			sec = "cluster_member test secret";
+		cfg.secret = (const uint8_t *)sec;
+		cfg.secret_len = strlen(sec);
+	}
 	{
 		struct kv_cluster *c;
 

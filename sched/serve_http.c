@@ -42,7 +42,6 @@
 #include "src/common/clock.h"
 #include "sched/serve_int.h"
 
-#define JSON_DEPTH 16
 /* connections libmicrohttpd takes past http_conns: each makes the guard
  * evict one, which is gone a moment later */
 #define HTTP_EVICT_SLACK 32
@@ -141,91 +140,7 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn,
 
 /* ---- request fields ---------------------------------------------------- */
 
-static struct json_object *parse_json(const struct body *b, const char **msg)
-{
-	struct json_tokener *tok = json_tokener_new_ex(JSON_DEPTH);
-	struct json_object *o;
-	size_t end;
-
-	*msg = "out of memory";
-	if (!tok)
-		return NULL;
-	o = json_tokener_parse_ex(tok, b->buf ? b->buf : "", (int)b->len);
-	end = json_tokener_get_parse_end(tok);
-	if (!o || json_tokener_get_error(tok) != json_tokener_success) {
-		*msg = "body is not JSON";
-		goto out_put;
-	}
-	/* one value and nothing after it but white space */
-	if (strspn(b->buf + end, " \t\r\n") != b->len - end) {
-		*msg = "body has bytes after its JSON value";
-		goto out_put;
-	}
-	if (!json_object_is_type(o, json_type_object)) {
-		*msg = "body is not a JSON object";
-		goto out_put;
-	}
-	json_tokener_free(tok);
-	return o;
-
-out_put:
-	json_object_put(o);
-	json_tokener_free(tok);
-	return NULL;
-}
-
-/* a whole number min..max; -ENOENT when absent, -EINVAL when not one */
-static int get_u64(struct json_object *o, const char *key, uint64_t min,
-		   uint64_t max, uint64_t *out)
-{
-	struct json_object *v;
-	uint64_t x;
-
-	if (!json_object_object_get_ex(o, key, &v))
-		return -ENOENT;
-	if (!json_object_is_type(v, json_type_int) ||
-	    json_object_get_int64(v) < 0)
-		return -EINVAL;
-	x = json_object_get_uint64(v);
-	if (x < min || x > max)
-		return -EINVAL;
-	*out = x;
-	return 0;
-}
-
-static struct json_object *get_array(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) ||
-	    !json_object_is_type(v, json_type_array))
-		return NULL;
-	return v;
-}
-
 /* ---- POST /v1/instances ------------------------------------------------- */
-
-/* [{"node": N}, ...] -> nodes; 0, or -EINVAL with *msg */
-static int parse_nodes(struct json_object *arr, uint32_t *nodes, uint32_t *n,
-		       const char **msg)
-{
-	size_t len = arr ? json_object_array_length(arr) : 0;
-	uint64_t node;
-
-	*msg = "prefill and decode: arrays of 1..256 {\"node\": 0..65535}";
-	if (!len || len > SCHED_MAX_INSTANCES)
-		return -EINVAL;
-	for (size_t i = 0; i < len; i++) {
-		struct json_object *e = json_object_array_get_idx(arr, i);
-
-		if (!json_object_is_type(e, json_type_object) ||
-		    get_u64(e, "node", 0, UINT16_MAX, &node) < 0)
-			return -EINVAL;
-		nodes[i] = (uint32_t)node;
-	}
-	*n = (uint32_t)len;
-	return 0;
-}
 
 static void instances_error(struct srv_answer *a, int rc)
 {
@@ -245,8 +160,8 @@ static void h_instances(struct srv *srv, struct json_object *o,
 	const char *msg;
 	int rc;
 
-	if (parse_nodes(get_array(o, "prefill"), pf, &np, &msg) < 0 ||
-	    parse_nodes(get_array(o, "decode"), dc, &nd, &msg) < 0) {
+	if (srv_body_nodes(srv_body_array(o, "prefill"), pf, &np, &msg) < 0 ||
+	    srv_body_nodes(srv_body_array(o, "decode"), dc, &nd, &msg) < 0) {
 		answer_error(a, ST_BAD, msg, NULL);
 		return;
 	}
@@ -266,92 +181,6 @@ static void h_instances(struct srv *srv, struct json_object *o,
 }
 
 /* ---- POST /v1/schedule --------------------------------------------------- */
-
-struct sched_body {
-	uint64_t *keys;
-	uint32_t nkeys;
-	uint64_t input, output;
-};
-
-static int keys_from_hashes(struct json_object *arr, struct sched_body *q)
-{
-	uint8_t h[KVFS_HASH_LEN];
-
-	for (uint32_t i = 0; i < q->nkeys; i++) {
-		struct json_object *e = json_object_array_get_idx(arr, i);
-
-		if (!json_object_is_type(e, json_type_string) ||
-		    kvfs_hash_from_hex(json_object_get_string(e), h) < 0)
-			return -EINVAL;
-		q->keys[i] = sched_key_from_hash(h);
-	}
-	return 0;
-}
-
-static int keys_from_ints(struct json_object *arr, struct sched_body *q)
-{
-	for (uint32_t i = 0; i < q->nkeys; i++) {
-		struct json_object *e = json_object_array_get_idx(arr, i);
-
-		if (!json_object_is_type(e, json_type_int) ||
-		    json_object_get_int64(e) < 0)
-			return -EINVAL;
-		q->keys[i] = json_object_get_uint64(e);
-	}
-	return 0;
-}
-
-/* the prompt's block keys: "hashes" (64 hex each) or "block_keys" */
-static int parse_keys(struct json_object *o, struct sched_body *q,
-		      const char **msg)
-{
-	struct json_object *h = get_array(o, "hashes");
-	struct json_object *k = get_array(o, "block_keys");
-	struct json_object *arr = h ? h : k;
-	size_t len;
-
-	*msg = "give one of hashes (64 lowercase hex each) or block_keys "
-	       "(whole numbers), at most 65536";
-	if ((h && k) || !arr)
-		return -EINVAL;
-	len = json_object_array_length(arr);
-	if (len > SRV_MAX_KEYS)
-		return -EINVAL;
-	q->nkeys = (uint32_t)len;
-	q->keys = calloc(len ? len : 1, sizeof(*q->keys));
-	if (!q->keys) {
-		*msg = "out of memory";
-		return -ENOMEM;
-	}
-	return h ? keys_from_hashes(arr, q) : keys_from_ints(arr, q);
-}
-
-static int parse_schedule(struct json_object *o, uint32_t block_tokens,
-			  struct sched_body *q, const char **msg)
-{
-	struct json_object *ns;
-	int rc;
-
-	if (json_object_object_get_ex(o, "namespace", &ns) &&
-	    (!json_object_is_type(ns, json_type_string) ||
-	     kvfs_ns_valid(json_object_get_string(ns)) < 0)) {
-		*msg = "namespace: not a kvfs namespace name";
-		return -EINVAL;
-	}
-	rc = parse_keys(o, q, msg);
-	if (rc < 0)
-		return rc;
-	if (get_u64(o, "input_length", 1, UINT32_MAX, &q->input) < 0 ||
-	    q->input < (uint64_t)q->nkeys * block_tokens) {
-		*msg = "input_length: a whole number >= blocks * block_tokens";
-		return -EINVAL;
-	}
-	if (get_u64(o, "output_length", 1, UINT32_MAX, &q->output) < 0) {
-		*msg = "output_length: a whole number >= 1";
-		return -EINVAL;
-	}
-	return 0;
-}
 
 static void decision_json(const struct sched_decision *d, struct srv_answer *a)
 {
@@ -412,7 +241,7 @@ static void h_schedule(struct srv *srv, struct json_object *o,
 	const char *msg;
 	int rc;
 
-	rc = parse_schedule(o, srv->cfg.cost.block_tokens, &q, &msg);
+	rc = srv_body_schedule(o, srv->cfg.cost.block_tokens, &q, &msg);
 	if (rc < 0) {
 		answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD, msg,
 			     NULL);
@@ -461,26 +290,18 @@ static int complete_locked(struct srv *srv, uint64_t id, bool prefill)
 static void h_complete(struct srv *srv, struct json_object *o,
 		       struct srv_answer *a)
 {
-	struct json_object *ph;
-	const char *phase = "decode";
+	const char *msg, *phase;
+	bool prefill;
 	uint64_t id;
 	int rc;
 
-	if (get_u64(o, "id", 1, UINT64_MAX, &id) < 0) {
-		answer_error(a, ST_BAD, "id: a whole number from /v1/schedule",
-			     NULL);
+	if (srv_body_complete(o, &id, &prefill, &msg) < 0) {
+		answer_error(a, ST_BAD, msg, NULL);
 		return;
 	}
-	if (json_object_object_get_ex(o, "phase", &ph))
-		phase = json_object_is_type(ph, json_type_string)
-				? json_object_get_string(ph)
-				: "";
-	if (strcmp(phase, "prefill") && strcmp(phase, "decode")) {
-		answer_error(a, ST_BAD, "phase: prefill or decode", NULL);
-		return;
-	}
+	phase = prefill ? "prefill" : "decode";
 	pthread_mutex_lock(&srv->lock);
-	rc = complete_locked(srv, id, !strcmp(phase, "prefill"));
+	rc = complete_locked(srv, id, prefill);
 	pthread_mutex_unlock(&srv->lock);
 	if (rc == -EALREADY) {
 		answer_error(a, ST_CONFLICT, "prefill reported before", NULL);
@@ -547,7 +368,7 @@ static void dispatch(struct srv *srv, const struct route *rt,
 	const char *msg;
 
 	if (!strcmp(rt->method, "POST")) {
-		o = parse_json(b, &msg);
+		o = srv_body_json(b->buf, b->len, &msg);
 		if (!o) {
 			answer_error(a, ST_BAD, msg, NULL);
 			return;

@@ -134,6 +134,36 @@ unsigned srv_port(int fd);
 
 #define SRV_SECRET_MIN 16 /* KV_XFER_SECRET_MIN: the same file as kvfsd's */
 
+/* ---- request bodies (serve_body.c) --------------------------------------- */
+
+struct json_object;
+
+/* one JSON object, nothing after it but white space; buf has a NUL at
+ * buf[len].  NULL with *msg on anything else. */
+struct json_object *srv_body_json(const char *buf, size_t len,
+				  const char **msg);
+/* a whole number min..max; -ENOENT when absent, -EINVAL when not one */
+int srv_body_u64(struct json_object *o, const char *key, uint64_t min,
+		 uint64_t max, uint64_t *out);
+/* o's member key when it is an array, else NULL */
+struct json_object *srv_body_array(struct json_object *o, const char *key);
+/* POST /v1/instances: [{"node": N}, ...] -> nodes (SCHED_MAX_INSTANCES
+ * of room); 0, or -EINVAL with *msg */
+int srv_body_nodes(struct json_object *arr, uint32_t *nodes, uint32_t *n,
+		   const char **msg);
+
+/* POST /v1/schedule */
+struct sched_body {
+	uint64_t *keys; /* malloc'd: free it, also after an error */
+	uint32_t nkeys;
+	uint64_t input, output;
+};
+int srv_body_schedule(struct json_object *o, uint32_t block_tokens,
+		      struct sched_body *q, const char **msg);
+/* POST /v1/complete: its id and phase; 0, or -EINVAL with *msg */
+int srv_body_complete(struct json_object *o, uint64_t *id, bool *prefill,
+		      const char **msg);
+
 /* the event listener thread on srv->ev_fd; 0 or -errno */
 int srv_events_start(struct srv *srv);
 void srv_events_stop(struct srv *srv);

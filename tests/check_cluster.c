@@ -2,7 +2,7 @@
  * check_cluster.c - the parts of kvstore/cluster.h that need no etcd:
  * node ids, cluster urls, the MAC of the records in etcd, and join's
  * refusals (a bad url, id, secret or auth option, an etcd that is not
- * there).  tests/cluster_etcd.sh and tests/cluster_auth.sh cover a live
+ * there).  tests/cluster_etcd.sh and tests/security/etcd.sh cover a live
  * etcd.
  */
 #include "config.h"

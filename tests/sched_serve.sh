@@ -187,7 +187,19 @@ def main_daemon(port, evport):
           "# HELP kvconductor_decode_batch" in m, "metrics")
 
     for raw, what in [(b"{bad", "bad JSON"), (b"[1]", "not an object"),
-                      (b'{"hashes":[]} x', "trailing bytes")]:
+                      (b'{"hashes":[]} x', "trailing bytes"),
+                      (b'{"block_keys":[18446744073709551616],'
+                       b'"input_length":9999,"output_length":1}',
+                       "a key past 64 bits"),
+                      (b'{"namespace":"a\\u0000b","block_keys":[1],'
+                       b'"input_length":9999,"output_length":1}',
+                       "a namespace with a NUL"),
+                      (b'{"namespace":"a\xff\xfeb","block_keys":[1],'
+                       b'"input_length":9999,"output_length":1}',
+                       "a namespace of invalid UTF-8"),
+                      (b'{"namespace":"\xed\xa0\x80","block_keys":[1],'
+                       b'"input_length":9999,"output_length":1}',
+                       "a namespace of a UTF-8 surrogate")]:
         st, e = js(port, "POST", "/v1/schedule", raw=raw)
         check(st == 400 and "error" in e, "400 on %s" % what)
     for body, what in [

@@ -1,5 +1,5 @@
 #!/bin/sh
-# sched_security.sh - kvconductor serve's defences, on loopback with ports
+# conductor.sh - kvconductor serve's defences, on loopback with ports
 # the kernel picks:
 #   - --token-file: 401 with WWW-Authenticate without the token or with
 #     a wrong one (before anything is scheduled), 200 with it, /metrics
@@ -18,7 +18,7 @@
 # Every daemon is started directly (no wrapper) and killed by the trap,
 # TERM then KILL, whatever happens; every client loop is bounded.
 set -eu
-T=sched_security
+T=security_conductor
 . "${top_srcdir:-.}/tests/lib.sh"
 
 KVC=${KVC:-$top_builddir/sched/kvconductor}

@@ -1,5 +1,5 @@
 #!/bin/sh
-# cluster_auth.sh - what kvfsd trusts in etcd (kvfsd(8), ETCD SECURITY):
+# etcd.sh - what kvfsd trusts in etcd (kvfsd(8), ETCD SECURITY):
 #
 #   (a) records written straight into etcd by someone without the cluster
 #       secret (no MAC, a wrong MAC, a node's record copied under another
@@ -18,7 +18,7 @@
 # is bounded; everything listens on loopback, on ports the kernel picked.
 set -eu
 
-T=cluster_auth
+T=security_etcd
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 KVCTL=$top_builddir/src/kvctl/kvctl

@@ -2,8 +2,10 @@
 # fuzz.sh - build each libFuzzer target of fuzz/ with clang straight from
 # the sources and run it for FUZZ_TIME seconds (default 10); a crash
 # fails.  The targets: the transfer engine's frame parser and handshake
-# (fuzz_wire), the block-event stream decoder (fuzz_event), and the
-# conductor's request bodies (fuzz_body, when json-c is there).  SKIP (77)
+# (fuzz_wire), the block-event stream decoder (fuzz_event), the
+# conductor's request bodies (fuzz_body, when json-c is there), and the
+# control socket's server over a real store (fuzz_ctl, when RocksDB is;
+# a few command lines seed it).  SKIP (77)
 # without a clang that links -fsanitize=fuzzer (Debian 12: clang +
 # libclang-rt-14-dev).
 set -u
@@ -42,8 +44,8 @@ run() {
 		fail=1
 		return
 	fi
-	mkdir "$tmp/corpus-$name"
-	"$tmp/$name" -max_total_time="$FUZZ_TIME" -max_len=4096 \
+	mkdir -p "$tmp/corpus-$name"
+	TMPDIR=$tmp "$tmp/$name" -max_total_time="$FUZZ_TIME" -max_len=4096 \
 		-artifact_prefix="$tmp/$name-" "$tmp/corpus-$name" \
 		>"$tmp/$name.log" 2>&1
 	rc=$?
@@ -75,5 +77,28 @@ if pkg-config --exists json-c 2>/dev/null; then
 		$(pkg-config --cflags --libs json-c) $crypto
 else
 	echo "SKIP part: no json-c, so no fuzz_body"
+fi
+if pkg-config --exists rocksdb 2>/dev/null; then
+	mkdir -p "$tmp/corpus-fuzz_ctl"
+	i=0
+	for line in 'status' 'ns list' 'ns create x 16' 'ls m 0 10' \
+		"match m $(printf '%064d' 1)" 'lease list' 'unpin 1' \
+		'stat m 00' 'evict m'; do
+		i=$((i + 1))
+		printf '%s\n' "$line" >"$tmp/corpus-fuzz_ctl/seed$i"
+	done
+	# shellcheck disable=SC2046,SC2086 # lists of flags
+	run fuzz_ctl "$s/fuzz/fuzz_ctl.c" "$s/fuse/ctl.c" "$s/fuse/ctl_cmd.c" \
+		"$s/fuse/render.c" "$s/kvstore/pool.c" "$s/kvstore/index.c" \
+		"$s/kvstore/store.c" "$s/kvstore/store_block.c" \
+		"$s/kvstore/store_tab.c" "$s/kvstore/store_match.c" \
+		"$s/kvstore/store_open.c" "$s/src/common/hash.c" \
+		"$s/src/common/log.c" "$s/src/common/crc32c.c" \
+		"$s/src/common/tokens.c" "$s/src/common/json.c" \
+		"$s/src/common/ctlproto.c" "$s/src/common/net.c" \
+		"$s/src/common/node_id.c" \
+		$(pkg-config --cflags --libs rocksdb) $crypto -lpthread
+else
+	echo "SKIP part: no RocksDB, so no fuzz_ctl"
 fi
 exit $fail

@@ -363,6 +363,7 @@ int kvfs_ctl_post(struct kvfs_ctl *c, const char *req)
 
 int kvfs_ctl_call(struct kvfs_ctl *c, const char *req, char **resp)
 {
+	bool fresh = c && !c->owed && !c->in_len;
 	size_t len;
 	int rc;
 
@@ -377,6 +378,21 @@ int kvfs_ctl_call(struct kvfs_ctl *c, const char *req, char **resp)
 		rc = settle(c);
 	if (!rc)
 		rc = recv_line(c, resp);
+	/*
+	 * Closed before a byte of the answer, with nothing else owed: the
+	 * daemon let an idle connection go (it only does that to one that
+	 * holds nothing, and never after reading a request), or restarted.
+	 * The request was not run, so it goes once more on a new one.
+	 */
+	if (rc == -EPIPE && fresh && !c->in_len) {
+		close(c->fd);
+		/* no daemon to dial: still the daemon gone, EPIPE */
+		rc = dial(c, NULL, 0) ? -EPIPE : 0;
+		if (!rc)
+			rc = send_line(c->fd, req, len);
+		if (!rc)
+			rc = recv_line(c, resp);
+	}
 	if (rc) {
 		/* the stream is out of step now: no later call may read
 		 * this request's response as its own */

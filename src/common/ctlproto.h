@@ -158,9 +158,10 @@
  * (default 128) of one uid.  A connection that has made no request for
  * ctl_idle seconds (default 60) and holds no lease, map or writer is
  * closed; a client that must sit idle longer keeps something, or
- * reconnects.  Past either cap, the longest-idle connection holding
- * nothing (idle 1 s at least) is closed for the newcomer; only when
- * there is none is the newcomer told -EMFILE and closed.
+ * reconnects (ctl_client.c does, for a request answered by a close).  Past
+ * either cap, the longest-idle connection holding nothing (idle 1 s at least)
+ * is closed for the newcomer; only when there is none is the newcomer told
+ * -EMFILE and closed.
  */
 #ifndef KVFS_CTLPROTO_H
 #define KVFS_CTLPROTO_H

@@ -50,6 +50,7 @@
 #define RRING_DEPTH 4
 #define SCRATCH 65536
 #define SEND_CHUNK (256u << 10) /* data tagged and sent this much at once */
+#define RECV_CHUNK (256u << 10) /* and received, checked and tagged */
 
 int xio_init(struct xconn *c)
 {
@@ -277,8 +278,11 @@ static int rx_crc(struct xconn *c, void *buf, size_t len, bool idle,
 
 		if (!sqe)
 			return -EBUSY;
-		io_uring_prep_recv(sqe, c->fd, (uint8_t *)buf + got, len - got,
-				   0);
+		/* a chunk at a time: its CRC and tag passes then find it
+		 * in the cache the copy left it in */
+		io_uring_prep_recv(
+			sqe, c->fd, (uint8_t *)buf + got,
+			len - got < RECV_CHUNK ? len - got : RECV_CHUNK, 0);
 		rc = io_uring_submit(&c->rring);
 		if (rc < 0)
 			return rc;

@@ -101,6 +101,13 @@ static int target_of(struct kvfs_fs *fs, fuse_ino_t ino, struct xa_target *t)
 		return 0;
 	}
 	t->type = T_BLOCK;
+	/* right after its writer's close the kernel's RELEASE may still be
+	 * on its way: the attributes are the published block's */
+	if (t->in.closing_ns && fs_wait_closing(fs, ino)) {
+		rc = inode_get(fs->it, ino, &t->in);
+		if (rc < 0)
+			return rc;
+	}
 	if (!t->in.writing && t->in.hashed)
 		t->sealed = kv_store_stat(fs->st, t->in.ns, t->in.hash,
 					  &t->bi) == 0;

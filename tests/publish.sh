@@ -307,6 +307,26 @@ if command -v "$PY" >/dev/null 2>&1; then
 		next_name "$MNT/$ns"
 		py_case "$ns: python subprocess.run" "$B" || restart_root
 	done
+	# the extended attributes of a file right after its writer's close
+	# are the published block's (the writer's dentry is cached, so no
+	# lookup waits for the publication: the getxattr must)
+	for ns in chain open; do
+		if timeout 60 "$PY" - "$MNT/$ns" <<'PYEOF'
+import os, sys
+d = sys.argv[1]
+for i in range(200):
+    p = os.path.join(d, "%064x" % (0x7a0000 + i))
+    with open(p, "wb") as f:
+        f.write(b"x" * 3000)
+    if os.getxattr(p, "user.kvfs.refs") != b"0":
+        sys.exit("refs of %s: %r" % (p, os.getxattr(p, "user.kvfs.refs")))
+PYEOF
+		then
+			ok "$ns: user.kvfs.refs right after close, 200 times"
+		else
+			bad "$ns: user.kvfs.refs right after close"
+		fi
+	done
 else
 	echo "# python3 is missing: the subprocess.run case is skipped"
 fi

@@ -613,9 +613,11 @@ int kvfsd_cluster_nodes_json(struct kvfsd_cluster *c, struct kvfs_buf *out)
 	kvfs_buf_json_str(out, c->node_id, strlen(c->node_id));
 	kvfs_buf_printf(out,
 			",\"replicas\":%u,\"transport\":\"%s\","
-			"\"epoch\":%llu,\"queued\":%zu,\"nodes\":[",
+			"\"epoch\":%llu,\"queued\":%zu,\"bad_records\":%llu,"
+			"\"nodes\":[",
 			c->replicas, kv_xfer_transport(c->xf),
-			(unsigned long long)kv_cluster_epoch(c->cl), c->njobs);
+			(unsigned long long)kv_cluster_epoch(c->cl), c->njobs,
+			(unsigned long long)kv_cluster_bad_records(c->cl));
 	for (long i = 0; i < n; i++) {
 		kvfs_buf_puts(out, i ? ",{\"id\":" : "{\"id\":");
 		kvfs_buf_json_str(out, nodes[i].id, strlen(nodes[i].id));

@@ -1094,12 +1094,13 @@ int kvctl_nodes(int argc, char **argv)
 	if (!rc && !o.json) {
 		nodes = kvfs_json_get(j, "nodes");
 		printf("self %s, %llu replicas, transport %s, epoch %llu, "
-		       "%llu queued\n",
+		       "%llu queued, %llu etcd records refused\n",
 		       kvctl_jstr(j, "self"),
 		       (unsigned long long)kvctl_jnum(j, "replicas"),
 		       kvctl_jstr(j, "transport"),
 		       (unsigned long long)kvctl_jnum(j, "epoch"),
-		       (unsigned long long)kvctl_jnum(j, "queued"));
+		       (unsigned long long)kvctl_jnum(j, "queued"),
+		       (unsigned long long)kvctl_jnum(j, "bad_records"));
 		printf("%-20s %-24s %-10s %10s %8s\n", "ID", "ADDRESS",
 		       "TRANSPORT", "SLOT", "SLOTS");
 		for (size_t i = 0; nodes && i < nodes->n; i++) {

@@ -239,6 +239,12 @@ if [ "$n" -ge 1 ] && [ "$n" -le 3 ]; then
 else
 	bad "node 1 logged the forged records $n times"
 fi
+n=$(kv 1 nodes -j | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["bad_records"])')
+if [ "$n" -ge 3 ]; then
+	ok "kvctl nodes counts the refused records ($n)"
+else
+	bad "kvctl nodes counts $n refused records, not 3 or more"
+fi
 
 # the nodes work: a block fsync'd on 1 (R=2: both must hold it; a forged
 # home node would make the fsync fail) reads back on 2

@@ -771,27 +771,35 @@ static int lease_arg(const struct nopts *o, const char *s, uint64_t *lease)
 	return -1;
 }
 
-int kvctl_unpin(int argc, char **argv)
+/* a command of one lease operand: the request "VERB LEASE", and in
+ * text mode "DONE LEASE" once it is answered */
+static int lease_command(int argc, char **argv, const char *cmd,
+			 const char *verb, const char *done)
 {
-	struct nopts o = { .cmd = "unpin" };
+	struct nopts o = { .cmd = cmd };
 	struct kvfs_json *j = NULL;
 	uint64_t lease;
 	char req[64];
 	int rc;
 
-	rc = node_getopt(argc, argv, "unpin", NULL, &o);
+	rc = node_getopt(argc, argv, cmd, NULL, &o);
 	if (rc < 0)
 		rc = want_operands(&o, argc - optind, 1, 1);
 	if (rc < 0)
 		rc = lease_arg(&o, argv[optind], &lease);
 	if (rc >= 0)
 		return rc;
-	snprintf(req, sizeof(req), "unpin %llu", (unsigned long long)lease);
+	snprintf(req, sizeof(req), "%s %llu", verb, (unsigned long long)lease);
 	rc = node_simple(&o, req, &j);
 	if (!rc && !o.json)
-		printf("released lease %llu\n", (unsigned long long)lease);
+		printf("%s %llu\n", done, (unsigned long long)lease);
 	kvfs_json_free(j);
 	return rc ? rc : kvctl_flush_stdout();
+}
+
+int kvctl_unpin(int argc, char **argv)
+{
+	return lease_command(argc, argv, "unpin", "unpin", "released lease");
 }
 
 int kvctl_renew(int argc, char **argv)
@@ -902,26 +910,8 @@ static int leases_list(int argc, char **argv)
 
 static int leases_revoke(int argc, char **argv)
 {
-	struct nopts o = { .cmd = "leases" };
-	struct kvfs_json *j = NULL;
-	uint64_t lease;
-	char req[64];
-	int rc;
-
-	rc = node_getopt(argc, argv, "leases", NULL, &o);
-	if (rc < 0)
-		rc = want_operands(&o, argc - optind, 1, 1);
-	if (rc < 0)
-		rc = lease_arg(&o, argv[optind], &lease);
-	if (rc >= 0)
-		return rc;
-	snprintf(req, sizeof(req), "lease revoke %llu",
-		 (unsigned long long)lease);
-	rc = node_simple(&o, req, &j);
-	if (!rc && !o.json)
-		printf("revoked lease %llu\n", (unsigned long long)lease);
-	kvfs_json_free(j);
-	return rc ? rc : kvctl_flush_stdout();
+	return lease_command(argc, argv, "leases", "lease revoke",
+			     "revoked lease");
 }
 
 /* "leases" alone lists, as "leases list" does */

@@ -38,6 +38,10 @@ run_check engine --disable-daemon --disable-conductor --without-check
 echo "== distcheck"
 if ! make -C build/plain -s -j"$jobs" distcheck >build/distcheck.out 2>&1; then
 	tail -50 build/distcheck.out
+	# the failing tests' own logs, which distcheck removes with its tree
+	# only when it passes
+	find build/plain -path '*/_build/*' -name test-suite.log \
+		-exec cat {} \; 2>/dev/null | head -400 || true
 	echo "distcheck: FAILED"
 	status=1
 else

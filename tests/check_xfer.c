@@ -23,7 +23,11 @@
 
 #define SLOT 8192
 #define NSLOTS 64
-#define TMO 600 /* ms: the engines' timeout in most tests */
+/* ms: the engines' timeout in most tests, far above what a loaded CI
+ * machine needs for a handshake and a block (the server's handshake
+ * deadline follows it); SHORT is the one test_timeout measures */
+#define TMO 5000
+#define SHORT 600
 
 static const uint8_t SECRET[] = "test-cluster-secret-0123456789";
 static const uint8_t WRONG[] = "not-the-cluster-secret-987654321";
@@ -492,13 +496,15 @@ START_TEST(test_timeout)
 	};
 	struct kv_store_stats ss;
 
+	kv_xfer_close(XB);
+	XB = engine(SB, NULL, SECRET, SHORT);
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		struct fake f;
 		uint64_t ms;
 
 		fake_start(&f, modes[i]);
 		ck_assert_int_eq(fetch_fake(&f, &ms), -ETIMEDOUT);
-		ck_assert_msg(ms >= TMO - 50 && ms < TMO + 1000,
+		ck_assert_msg(ms >= SHORT - 50 && ms < SHORT + 3000,
 			      "mode %d: %llu ms", modes[i],
 			      (unsigned long long)ms);
 		fake_stop(&f);
@@ -715,6 +721,14 @@ START_TEST(test_unauth_flood)
 	refused = wait_refused(N - KV_XFER_UNAUTH_MAX, &peak);
 	/* those being shut may linger a moment, never more than the cap */
 	ck_assert_int_le(peak, base + 2 * KV_XFER_UNAUTH_MAX + 2);
+	/* the closed ones still count against the hard cap until their
+	 * threads have seen the shutdown: on a loaded machine that takes a
+	 * moment, and a peer arriving before then is refused (it dials
+	 * again); wait for them, up to 5 s, so the fetch below meets only
+	 * the cap's steady state */
+	for (int i = 0; i < 500 && ntasks() > base + KV_XFER_UNAUTH_MAX + 2;
+	     i++)
+		usleep(10000);
 
 	t0 = now_ms();
 	ck_assert_int_eq(kv_xfer_fetch(XB, PEER, "m", h), 0);
@@ -862,7 +876,7 @@ START_TEST(test_close_inflight)
 	t0 = now_ms();
 	kv_xfer_close(XB);
 	XB = NULL;
-	ck_assert_uint_lt(now_ms() - t0, 2000);
+	ck_assert_uint_lt(now_ms() - t0, 4000);
 	pthread_join(t, &rc);
 	ck_assert_int_eq((int)(intptr_t)rc, -ECANCELED);
 	fake_stop(&f);

@@ -11,6 +11,8 @@
 #                        start finds mounting impossible here
 #   kvfsd_stop [SIG]     SIGTERM (or SIG); returns the daemon's exit status
 #   kvfsd_kill9          SIGKILL, then fusermount3 -u
+#   fuse_abort MNT       abort MNT's FUSE connection (fusectl): what frees a
+#                        killed daemon whose exit waits on the kernel
 #   (and tests/lib.sh's ok, bad, skip, expect, wait_until, gone)
 #   helper OUT CMD...    run CMD in the background, output to OUT; its pid
 #                        in HPID; killed at exit if still running
@@ -37,6 +39,22 @@ helper() {
 	HELPERS="$HELPERS $HPID"
 }
 
+# A daemon killed by SIGKILL can stay in its exit for good when one of
+# its threads waits in the kernel on a FUSE request that only the daemon
+# would answer (a cache notification racing an open request): aborting
+# the connection through fusectl fails those requests and lets it go.
+# Never stats MNT (which could block): the device comes from mountinfo.
+fuse_abort() {
+	dev=$(awk -v m="$1" '$5 == m && / - fuse/ { print $3; exit }' \
+		/proc/self/mountinfo)
+	[ -n "$dev" ] || return 0
+	ctl=/sys/fs/fuse/connections
+	[ -e "$ctl/${dev#*:}/abort" ] ||
+		mount -t fusectl fusectl "$ctl" 2>/dev/null || true
+	[ -e "$ctl/${dev#*:}/abort" ] || return 0
+	echo 1 >"$ctl/${dev#*:}/abort" 2>/dev/null || true
+}
+
 fuse_cleanup() {
 	rc=$?
 	set +e
@@ -44,6 +62,7 @@ fuse_cleanup() {
 	if [ -n "$DPID" ] && ! gone "$DPID"; then
 		kill -TERM "$DPID" 2>/dev/null
 		wait_until 50 gone "$DPID" || kill -KILL "$DPID" 2>/dev/null
+		wait_until 50 gone "$DPID" || fuse_abort "$MNT"
 	fi
 	[ -z "$PID" ] || kill -KILL "$PID" 2>/dev/null
 	wait 2>/dev/null
@@ -118,6 +137,7 @@ kvfsd_stop() {
 
 kvfsd_kill9() {
 	kill -KILL "$DPID"
+	wait_until 100 gone "$DPID" || fuse_abort "$MNT"
 	wait "$PID" 2>/dev/null || true
 	PID=
 	DPID=

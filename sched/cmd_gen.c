@@ -19,10 +19,13 @@ static const char gen_usage[] =
 	"usage: kvconductor gen-trace [--requests N] [--rate R] [--seed N]\n"
 	"         [--sys-prompts N] [--skew S] [--sys-min T] [--sys-max T]\n"
 	"         [--user-min T] [--user-max T] [--out-min T] [--out-max T]\n"
-	"         [--sessions N] [--follow P] [--max-input T] [--output FILE]\n"
+	"         [--sessions N] [--follow P] [--max-input T] [--burst X]\n"
+	"         [--burst-window S] [--long-frac P] [--long-min T]\n"
+	"         [--long-max T] [--output FILE]\n"
 	"\n"
-	"Write a Mooncake-format trace: Poisson arrivals, multi-turn\n"
-	"sessions, shared system prompts with Zipf popularity.\n"
+	"Write a Mooncake-format trace: Poisson arrivals (or bursts),\n"
+	"multi-turn sessions, shared system prompts with Zipf popularity,\n"
+	"an optional tail of long documents.\n"
 	"\n"
 	"  -n, --requests N   lines (default 1000)\n"
 	"  -r, --rate R       mean arrivals per second (default 10)\n"
@@ -40,6 +43,13 @@ static const char gen_usage[] =
 	"                     (default 0.6)\n"
 	"      --max-input T  prompt tokens at most; a longer session ends\n"
 	"                     (default 65536)\n"
+	"      --burst X      bursty arrivals: each window is busy with\n"
+	"                     chance 1/X, at X times the rate (default 1)\n"
+	"      --burst-window S  seconds a window lasts (default 10)\n"
+	"      --long-frac P  chance a request opens a session with a long\n"
+	"                     document (default 0)\n"
+	"      --long-min T   document tokens, least (default 32768)\n"
+	"      --long-max T   and most (default 131072)\n"
 	"  -o, --output FILE  write there instead of standard output\n";
 
 void kvc_gen_usage(FILE *f)
@@ -60,6 +70,11 @@ enum {
 	OPT_SESSIONS,
 	OPT_FOLLOW,
 	OPT_MAX_INPUT,
+	OPT_BURST,
+	OPT_BURST_S,
+	OPT_LONG_FRAC,
+	OPT_LONG_MIN,
+	OPT_LONG_MAX,
 };
 
 static const struct option gen_opts[] = {
@@ -77,6 +92,11 @@ static const struct option gen_opts[] = {
 	{ "sessions", required_argument, NULL, OPT_SESSIONS },
 	{ "follow", required_argument, NULL, OPT_FOLLOW },
 	{ "max-input", required_argument, NULL, OPT_MAX_INPUT },
+	{ "burst", required_argument, NULL, OPT_BURST },
+	{ "burst-window", required_argument, NULL, OPT_BURST_S },
+	{ "long-frac", required_argument, NULL, OPT_LONG_FRAC },
+	{ "long-min", required_argument, NULL, OPT_LONG_MIN },
+	{ "long-max", required_argument, NULL, OPT_LONG_MAX },
 	{ "output", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -130,6 +150,19 @@ static int parse_opt(struct kvfs_trace_gen_params *p, const char **out, int c,
 	case OPT_MAX_INPUT:
 		return cli_parse_u64(CMD, "--max-input", optarg, 1, UINT64_MAX,
 				     &p->max_input);
+	case OPT_BURST:
+		return cli_parse_double(CMD, "--burst", optarg, 1, true, 1e6,
+					&p->burst);
+	case OPT_BURST_S:
+		return cli_parse_double(CMD, "--burst-window", optarg, 0, false,
+					1e6, &p->burst_s);
+	case OPT_LONG_FRAC:
+		return cli_parse_double(CMD, "--long-frac", optarg, 0, true, 1,
+					&p->long_frac);
+	case OPT_LONG_MIN:
+		return parse_u32("--long-min", &p->long_min);
+	case OPT_LONG_MAX:
+		return parse_u32("--long-max", &p->long_max);
 	case 'o':
 		*out = optarg;
 		return 0;

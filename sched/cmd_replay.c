@@ -17,6 +17,8 @@
 #define DEF_INSTANCES 8
 #define DEF_CACHE_BLOCKS 6144
 #define DEF_POLICY "lookahead"
+#define MAX_SPEEDS 16
+#define MAX_SETS 32
 
 struct replay_args {
 	const char *trace;
@@ -25,15 +27,19 @@ struct replay_args {
 	uint64_t nprefill, ndecode, cache_blocks, seed;
 	double slo_ttft, slo_tbt, speed, balance; /* < 0: not given */
 	const char *reject;
-	bool json, skip_bad, compare;
+	bool json, skip_bad, compare, speed_given;
+	double speeds[MAX_SPEEDS];
+	size_t nspeeds; /* 0: --speeds not given, the one --speed */
+	const char *sets[MAX_SETS];
+	size_t nsets;
 };
 
 static const char replay_usage[] =
 	"usage: kvconductor replay --trace FILE [--prefill N] [--decode M]\n"
 	"         [--policy P | --compare] [--cache-blocks C]\n"
 	"         [--slo-ttft S] [--slo-tbt S] [--reject MODE]\n"
-	"         [--balance R] [--speed X] [--seed N] [--config FILE]\n"
-	"         [--skip-bad] [--json]\n"
+	"         [--balance R] [--speed X | --speeds X,Y,...] [--seed N]\n"
+	"         [--config FILE] [--set KEY=VALUE]... [--skip-bad] [--json]\n"
 	"\n"
 	"Discrete-event replay of a Mooncake-format trace (JSON lines:\n"
 	"timestamp ms, input_length, output_length, hash_ids of 512-token\n"
@@ -52,9 +58,12 @@ static const char replay_usage[] =
 	"      --balance R       kvcache-centric balancing threshold (default "
 	"1)\n"
 	"  -s, --speed X         arrivals X times faster (default 1)\n"
+	"      --speeds LIST     one run per speed of the comma-separated\n"
+	"                        LIST (at most 16), one table\n"
 	"      --seed N          seed of the random policy (default 1)\n"
 	"  -f, --config FILE     cost model and SLOs (kvconductor fit writes "
 	"one)\n"
+	"      --set KEY=VALUE   a config key over the config (repeatable)\n"
 	"      --skip-bad        skip malformed lines, counting them\n"
 	"  -j, --json            one JSON object instead of the table\n"
 	"\n"
@@ -77,6 +86,8 @@ enum {
 	OPT_SKIP_BAD,
 	OPT_BALANCE,
 	OPT_SEED,
+	OPT_SPEEDS,
+	OPT_SET,
 };
 
 static const struct option replay_opts[] = {
@@ -91,6 +102,8 @@ static const struct option replay_opts[] = {
 	{ "reject", required_argument, NULL, 'r' },
 	{ "balance", required_argument, NULL, OPT_BALANCE },
 	{ "speed", required_argument, NULL, 's' },
+	{ "speeds", required_argument, NULL, OPT_SPEEDS },
+	{ "set", required_argument, NULL, OPT_SET },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "config", required_argument, NULL, 'f' },
 	{ "skip-bad", no_argument, NULL, OPT_SKIP_BAD },
@@ -98,6 +111,38 @@ static const struct option replay_opts[] = {
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* "1,1.25,1.5,2" */
+static int parse_speeds(struct replay_args *a, const char *arg)
+{
+	char buf[256], *save = NULL, *tok;
+	int rc;
+
+	if (strlen(arg) >= sizeof(buf)) {
+		cli_usage_error(CMD, "--speeds: list too long");
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", arg);
+	a->nspeeds = 0;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (a->nspeeds == MAX_SPEEDS) {
+			cli_usage_error(CMD, "--speeds: at most %d speeds",
+					MAX_SPEEDS);
+			return -EINVAL;
+		}
+		rc = cli_parse_double(CMD, "--speeds", tok, 0, false, 1e6,
+				      &a->speeds[a->nspeeds]);
+		if (rc < 0)
+			return rc;
+		a->nspeeds++;
+	}
+	if (!a->nspeeds) {
+		cli_usage_error(CMD, "--speeds: no speed in '%s'", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int parse_opt(struct replay_args *a, int c, char **argv)
 {
@@ -145,8 +190,18 @@ static int parse_opt(struct replay_args *a, int c, char **argv)
 		return cli_parse_double(CMD, "--balance", optarg, 1, true, 1e9,
 					&a->balance);
 	case 's':
+		a->speed_given = true;
 		return cli_parse_double(CMD, "--speed", optarg, 0, false, 1e6,
 					&a->speed);
+	case OPT_SPEEDS:
+		return parse_speeds(a, optarg);
+	case OPT_SET:
+		if (a->nsets == MAX_SETS) {
+			cli_usage_error(CMD, "--set: at most %d", MAX_SETS);
+			return -EINVAL;
+		}
+		a->sets[a->nsets++] = optarg;
+		return 0;
 	}
 	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
 }
@@ -191,6 +246,10 @@ static int parse_args(struct replay_args *a, int argc, char **argv)
 				SCHED_MAX_INSTANCES);
 		return -EINVAL;
 	}
+	if (a->nspeeds && a->speed_given) {
+		cli_usage_error(CMD, "--speed and --speeds: one of them");
+		return -EINVAL;
+	}
 	if (a->compare && a->policy) {
 		cli_usage_error(CMD, "--compare runs every policy: no "
 				     "--policy");
@@ -226,6 +285,11 @@ static int build_config(const struct replay_args *a, struct sched_config *c)
 				a->reject);
 		return -EINVAL;
 	}
+	for (size_t i = 0; i < a->nsets; i++)
+		if (sched_config_set(c, a->sets[i], err, sizeof(err)) < 0) {
+			cli_usage_error(CMD, "%s", err);
+			return -EINVAL;
+		}
 	return 0;
 }
 
@@ -244,9 +308,14 @@ static void print_header(FILE *f, const struct replay_args *a,
 		(unsigned long long)a->ndecode);
 	fprintf(f,
 		"cache %llu blocks a node; SLO TTFT %g s, TBT %g s; "
-		"reject %s; speed %g\n\n",
+		"reject %s; speed ",
 		(unsigned long long)a->cache_blocks, c->slo_ttft, c->slo_tbt,
-		sched_reject_name(c->reject), a->speed);
+		sched_reject_name(c->reject));
+	if (!a->nspeeds)
+		fprintf(f, "%g", a->speed);
+	for (size_t i = 0; i < a->nspeeds; i++)
+		fprintf(f, "%s%g", i ? "," : "", a->speeds[i]);
+	fputs("\n\n", f);
 }
 
 static void print_one(FILE *f, const struct sched_replay_result *r)
@@ -305,6 +374,39 @@ static void print_table(FILE *f, const struct sched_replay_result *r, size_t n)
 			100 * r[i].attainment, r[i].capacity, r[i].cpu_s);
 }
 
+/*
+ * The sweep: one row per speed and policy, every policy under the same
+ * admission mode; "vs k-c" is the mean TTFT against kvcache-centric's at
+ * that speed, when it ran.
+ */
+static void print_sweep(FILE *f, const struct sched_replay_result *r, size_t n,
+			size_t per)
+{
+	fprintf(f, "%-6s %-16s %8s %6s %9s %7s %7s %7s %7s %7s %7s %6s\n",
+		"speed", "policy", "rejected", "SLO%", "TTFT mean", "p50",
+		"p90", "p99", "max", "vs k-c", "TBT p99", "hit%");
+	for (size_t i = 0; i < n; i++) {
+		const struct sched_replay_result *x = &r[i], *k = NULL;
+		char vs[16] = "-";
+
+		for (size_t j = i - i % per; j < i - i % per + per; j++)
+			if (!strcmp(r[j].policy, "kvcache-centric"))
+				k = &r[j];
+		if (k && k->ttft_mean > 0)
+			snprintf(vs, sizeof(vs), "%+.0f%%",
+				 100 * (x->ttft_mean / k->ttft_mean - 1));
+		if (i && i % per == 0)
+			fputc('\n', f);
+		fprintf(f,
+			"%-6g %-16s %8llu %6.1f %8.2fs %6.2fs %6.2fs %6.2fs "
+			"%6.1fs %7s %5.1fms %6.1f\n",
+			x->speed, x->policy, (unsigned long long)x->rejected,
+			100 * x->attainment, x->ttft_mean, x->ttft_p50,
+			x->ttft_p90, x->ttft_p99, x->ttft_max, vs,
+			1e3 * x->tbt_p99, 100 * x->hit_rate);
+	}
+}
+
 static void json_result(FILE *f, const struct sched_replay_result *r)
 {
 	fprintf(f,
@@ -321,14 +423,15 @@ static void json_result(FILE *f, const struct sched_replay_result *r)
 		(unsigned long long)r->evictions);
 	fprintf(f,
 		"\"ttft_mean\":%.6f,\"ttft_p50\":%.6f,\"ttft_p90\":%.6f,"
-		"\"ttft_p99\":%.6f,\"tbt_p50\":%.6f,\"tbt_p90\":%.6f,"
+		"\"ttft_p99\":%.6f,\"ttft_max\":%.6f,\"speed\":%g,"
+		"\"tbt_p50\":%.6f,\"tbt_p90\":%.6f,"
 		"\"tbt_p99\":%.6f,\"slo_met\":%llu,\"attainment\":%.6f,"
 		"\"capacity_rps\":%.6f,\"span_s\":%.3f,"
 		"\"arrival_span_s\":%.3f,\"cpu_s\":%.6f,\"wall_s\":%.6f}",
-		r->ttft_mean, r->ttft_p50, r->ttft_p90, r->ttft_p99, r->tbt_p50,
-		r->tbt_p90, r->tbt_p99, (unsigned long long)r->slo_met,
-		r->attainment, r->capacity, r->span, r->arrival_span, r->cpu_s,
-		r->wall_s);
+		r->ttft_mean, r->ttft_p50, r->ttft_p90, r->ttft_p99,
+		r->ttft_max, r->speed, r->tbt_p50, r->tbt_p90, r->tbt_p99,
+		(unsigned long long)r->slo_met, r->attainment, r->capacity,
+		r->span, r->arrival_span, r->cpu_s, r->wall_s);
 }
 
 static void print_json(FILE *f, const struct replay_args *a,
@@ -355,7 +458,8 @@ static void print_json(FILE *f, const struct replay_args *a,
 		t->n, (unsigned long long)t->skipped,
 		(unsigned long long)a->nprefill, (unsigned long long)a->ndecode,
 		(unsigned long long)a->cache_blocks, c->slo_ttft, c->slo_tbt,
-		sched_reject_name(c->reject), a->speed);
+		sched_reject_name(c->reject),
+		a->nspeeds ? a->speeds[0] : a->speed);
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
@@ -376,7 +480,7 @@ static void on_progress(void *arg, size_t done, size_t total)
 
 static int run_one(const struct replay_args *a, const struct sched_config *c,
 		   const struct sched_trace *t,
-		   const struct sched_policy_ops *p,
+		   const struct sched_policy_ops *p, double speed,
 		   struct sched_replay_result *r)
 {
 	struct cli_progress prog;
@@ -386,7 +490,7 @@ static int run_one(const struct replay_args *a, const struct sched_config *c,
 		.nprefill = (uint32_t)a->nprefill,
 		.ndecode = (uint32_t)a->ndecode,
 		.cache_blocks = a->cache_blocks,
-		.speed = a->speed,
+		.speed = speed,
 		.seed = a->seed,
 		.progress = on_progress,
 		.progress_arg = &prog,
@@ -404,7 +508,8 @@ static int run_one(const struct replay_args *a, const struct sched_config *c,
 static int run_all(const struct replay_args *a, const struct sched_config *c,
 		   const struct sched_trace *t)
 {
-	size_t n = a->compare ? sched_policy_count() : 1;
+	size_t per = a->compare ? sched_policy_count() : 1;
+	size_t ns = a->nspeeds ? a->nspeeds : 1, n = per * ns;
 	struct sched_replay_result *r = calloc(n, sizeof(*r));
 	int rc = 0;
 
@@ -414,14 +519,16 @@ static int run_all(const struct replay_args *a, const struct sched_config *c,
 	}
 	for (size_t i = 0; i < n && rc == 0; i++)
 		rc = run_one(a, c, t,
-			     a->compare ? sched_policy_at(i)
+			     a->compare ? sched_policy_at(i % per)
 					: sched_policy_find(a->policy),
-			     &r[i]);
+			     a->nspeeds ? a->speeds[i / per] : a->speed, &r[i]);
 	if (rc == 0 && a->json)
 		print_json(stdout, a, c, t, r, n);
 	else if (rc == 0) {
 		print_header(stdout, a, c, t);
-		if (a->compare)
+		if (a->nspeeds)
+			print_sweep(stdout, r, n, per);
+		else if (a->compare)
 			print_table(stdout, r, n);
 		else
 			print_one(stdout, r);

@@ -11,6 +11,8 @@
  *   block_tokens block_bytes transfer_bw transfer_latency
  *   decode_base decode_per_seq decode_per_token
  *   slo_ttft slo_tbt balance_threshold reject
+ *   chunk_tokens guard steal cpp_threshold cpp_max cpp_efficiency
+ *                                              the queue policy
  */
 #include "config.h"
 
@@ -28,6 +30,7 @@
 enum key_type {
 	K_DBL,	  /* double in struct sched_config */
 	K_TOKENS, /* uint32 in struct sched_config, > 0 */
+	K_COUNT,  /* uint32 in struct sched_config, >= 0 */
 	K_FLOP,	  /* double in struct sched_flop_model */
 	K_REJECT,
 };
@@ -65,6 +68,17 @@ static const struct key keys[] = {
 	{ "balance_threshold", K_DBL, CFG(balance),
 	  "kvcache-centric fetches when remote > local * this" },
 	{ "reject", K_REJECT, CFG(reject), "off, early or predict" },
+	{ "chunk_tokens", K_COUNT, CFG(chunk_tokens),
+	  "queue: preemption point every this many tokens (0 none)" },
+	{ "guard", K_DBL, CFG(guard),
+	  "queue: first after waiting guard * slo_ttft - work" },
+	{ "steal", K_COUNT, CFG(steal), "queue: idle instances steal (0/1)" },
+	{ "cpp_threshold", K_DBL, CFG(cpp_threshold),
+	  "queue: CPP for prefills over this many s" },
+	{ "cpp_max", K_COUNT, CFG(cpp_max),
+	  "queue: instances of a CPP pipeline (1 off)" },
+	{ "cpp_efficiency", K_DBL, CFG(cpp_eff),
+	  "queue: CPP speed-up over k instances is k * this" },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -77,6 +91,12 @@ void sched_config_default(struct sched_config *c)
 	c->slo_tbt = SCHED_DEF_SLO_TBT;
 	c->balance = SCHED_DEF_BALANCE;
 	c->reject = SCHED_REJECT_OFF;
+	c->chunk_tokens = SCHED_DEF_CHUNK_TOKENS;
+	c->guard = SCHED_DEF_GUARD;
+	c->steal = 1;
+	c->cpp_threshold = SCHED_DEF_CPP_THRESHOLD;
+	c->cpp_max = SCHED_DEF_CPP_MAX;
+	c->cpp_eff = SCHED_DEF_CPP_EFF;
 }
 
 int sched_config_check(const struct sched_config *c, const char **msg)
@@ -91,6 +111,17 @@ int sched_config_check(const struct sched_config *c, const char **msg)
 			why = "balance_threshold must be >= 1";
 		else if (c->reject > SCHED_REJECT_PREDICT)
 			why = "reject must be off, early or predict";
+		else if (!(c->guard >= 0) || !isfinite(c->guard))
+			why = "guard must be >= 0";
+		else if (c->steal > 1)
+			why = "steal must be 0 or 1";
+		else if (!(c->cpp_threshold >= 0) ||
+			 !isfinite(c->cpp_threshold))
+			why = "cpp_threshold must be >= 0";
+		else if (c->cpp_max < 1 || c->cpp_max > SCHED_CPP_LIMIT)
+			why = "cpp_max must be 1..8";
+		else if (!(c->cpp_eff > 0) || !(c->cpp_eff <= 1))
+			why = "cpp_efficiency must be > 0 and <= 1";
 	}
 	if (msg)
 		*msg = why;
@@ -177,12 +208,13 @@ static int set_key(struct load *l, const struct key *k, const char *val)
 	if (k->type == K_FLOP) {
 		*(double *)((char *)&l->flop + k->off) = v;
 		l->flop_set = true;
-	} else if (k->type == K_TOKENS) {
-		if (v < 1 || v > (1u << 20) || v != floor(v))
+	} else if (k->type == K_TOKENS || k->type == K_COUNT) {
+		if (v < (k->type == K_TOKENS) || v > (1u << 20) ||
+		    v != floor(v))
 			return load_err(l,
 					"%s: '%s' is not a whole number "
-					"1..1048576",
-					k->name, val);
+					"%d..1048576",
+					k->name, val, k->type == K_TOKENS);
 		*(uint32_t *)((char *)&l->c + k->off) = (uint32_t)v;
 	} else {
 		*(double *)((char *)&l->c + k->off) = v;
@@ -265,6 +297,34 @@ int sched_config_load(struct sched_config *c, const char *path, char *err,
 	return rc;
 }
 
+int sched_config_set(struct sched_config *c, const char *kv, char *err,
+		     size_t errlen)
+{
+	struct load l = {
+		.path = "--set", .c = *c, .err = err, .errlen = errlen
+	};
+	char buf[256];
+	int rc;
+
+	if (strlen(kv) >= sizeof(buf) || !strchr(kv, '=')) {
+		if (errlen)
+			snprintf(err, errlen, "--set: '%s' is not key=value",
+				 kv);
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", kv);
+	sched_flop_default(&l.flop);
+	l.line = 1;
+	rc = load_line(&l, buf);
+	if (rc == 0)
+		rc = load_finish(&l);
+	if (rc == 0)
+		*c = l.c;
+	else if (errlen > 8 && !strncmp(err, "--set:1: ", 9))
+		memmove(err + 6, err + 8, strlen(err + 8) + 1); /* "--set: " */
+	return rc;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 /* the shortest %g that reads back as v */
@@ -302,7 +362,7 @@ int sched_config_write(const struct sched_config *c, const char *header,
 			fputs(sched_reject_name(
 				      *(const enum sched_reject_mode *)at),
 			      f);
-		else if (k->type == K_TOKENS)
+		else if (k->type == K_TOKENS || k->type == K_COUNT)
 			fprintf(f, "%u", *(const uint32_t *)at);
 		else
 			put_num(f, *(const double *)at);

@@ -49,6 +49,15 @@ static const struct sched_policy_ops policies[] = {
 		.pick_prefill = sched_pick_lookahead,
 		.pick_decode = sched_decode_predict,
 	},
+	{
+		.name = "queue",
+		.summary = "held queues: least work first, SLO guard, "
+			   "preemption, stealing, CPP",
+		.lookahead = true,
+		.held = true,
+		.pick_prefill = sched_pick_queue,
+		.pick_decode = sched_decode_predict,
+	},
 };
 
 #define NPOLICIES (sizeof(policies) / sizeof(policies[0]))
@@ -79,4 +88,9 @@ const char *sched_policy_name(const struct sched_policy_ops *p)
 const char *sched_policy_summary(const struct sched_policy_ops *p)
 {
 	return p->summary;
+}
+
+bool sched_policy_held(const struct sched_policy_ops *p)
+{
+	return p && p->held;
 }

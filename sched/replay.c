@@ -47,6 +47,11 @@ struct sim_req {
 	uint64_t nivl;	/* intervals seen */
 	double ttft, tbt;
 	bool served;
+	/* held policies: prompt tokens computed, the current chunk's end,
+	 * the pipeline's size */
+	bool started;
+	uint64_t pos, chunk_end;
+	uint32_t ninst;
 };
 
 struct sim_pf {
@@ -82,6 +87,9 @@ struct sim {
 	double now;
 	int err; /* first error of a callback */
 	struct sched_replay_result *r;
+	bool held;	/* the policy holds the queues: sched_next */
+	uint32_t *slot; /* held: scheduler id slot -> request */
+	uint32_t nslot;
 };
 
 /* ---- events ------------------------------------------------------------ */
@@ -167,8 +175,9 @@ static const uint64_t *req_keys(const struct sim *m, uint32_t k)
 
 /* ---- prefill ------------------------------------------------------------ */
 
-/* what the request reuses, read from the caches as it starts */
-static double prefill_service(struct sim *m, uint32_t k)
+/* what the request reuses, read from the caches as it starts: blocks
+ * reused, *xfer the fetch's time */
+static uint32_t prefill_reuse(struct sim *m, uint32_t k, double *xfer_s)
 {
 	struct sim_req *q = &m->req[k];
 	const uint64_t *keys = req_keys(m, k);
@@ -192,6 +201,15 @@ static double prefill_service(struct sim *m, uint32_t k)
 	m->r->blocks += n;
 	m->r->hit_local += local;
 	m->r->hit_remote += reuse - local;
+	*xfer_s = xfer;
+	return reuse;
+}
+
+static double prefill_service(struct sim *m, uint32_t k)
+{
+	double xfer;
+	uint32_t reuse = prefill_reuse(m, k, &xfer);
+
 	return xfer + sched_cost_prefill(m->cost, m->t->input[k],
 					 sched_cost_block_tok(m->cost, reuse,
 							      m->t->input[k]));
@@ -220,6 +238,8 @@ static void enqueue(struct sim *m, uint32_t p, uint32_t k)
 		pf->qhead = k;
 	pf->qtail = k;
 }
+
+static int held_arrive(struct sim *m, uint32_t k);
 
 static int arrive(struct sim *m, uint32_t k)
 {
@@ -250,6 +270,8 @@ static int arrive(struct sim *m, uint32_t k)
 	q->d = d.decode;
 	q->src = d.xfer_blocks ? d.src_node : SIM_NIL;
 	q->plan_reuse = d.reuse_blocks;
+	if (m->held)
+		return held_arrive(m, k);
 	enqueue(m, q->p, k);
 	if (m->pf[q->p].cur == SIM_NIL)
 		return prefill_start(m, q->p);
@@ -329,15 +351,13 @@ static int step_end(struct sim *m, uint32_t j)
 	return dc->nb || dc->nj ? step_start(m, j) : 0;
 }
 
-static int prefill_end(struct sim *m, uint32_t p)
+/* k's prefill on p ended: its blocks are cached there, it decodes */
+static int prefill_finish(struct sim *m, uint32_t p, uint32_t k)
 {
-	struct sim_pf *pf = &m->pf[p];
-	uint32_t k = pf->cur;
 	struct sim_req *q = &m->req[k];
 	long ev;
 	int rc;
 
-	pf->cur = SIM_NIL;
 	ev = sim_cache_put_chain(&m->cache[p], req_keys(m, k), m->t->nkeys[k]);
 	if (ev < 0)
 		return (int)ev;
@@ -357,9 +377,148 @@ static int prefill_end(struct sim *m, uint32_t p)
 		if (rc == 0 && !dc->stepping)
 			rc = step_start(m, q->d);
 	}
+	return rc;
+}
+
+static int prefill_end(struct sim *m, uint32_t p)
+{
+	struct sim_pf *pf = &m->pf[p];
+	uint32_t k = pf->cur;
+	int rc;
+
+	pf->cur = SIM_NIL;
+	rc = prefill_finish(m, p, k);
 	if (rc == 0 && pf->qhead != SIM_NIL)
 		rc = prefill_start(m, p);
 	return rc;
+}
+
+/* ---- held queues: the scheduler says what an idle instance runs --------- */
+
+/*
+ * The instance serves the prompt in chunks of d->chunk_tokens (one piece
+ * when 0, or for a CPP pipeline), reporting each boundary with
+ * sched_progress; a yield frees it.  The fetch runs before the first
+ * chunk; the fixed prefill overhead is paid once.  A CPP pipeline of k
+ * instances computes the prefill in prefill / (k * cpp_eff), all k busy.
+ */
+static int held_chunk(struct sim *m, uint32_t p, uint32_t k, double xfer,
+		      uint32_t chunk)
+{
+	const struct sched_cost *c = m->cost;
+	struct sim_req *q = &m->req[k];
+	uint64_t n = m->t->input[k], to = n;
+	double t;
+
+	if (chunk && q->ninst <= 1) {
+		to = (q->pos / chunk + 1) * chunk;
+		to = to < n ? to : n;
+	}
+	t = sched_cost_prefill(c, to, q->pos);
+	if (q->started)
+		t -= c->pf_const;
+	if (q->ninst > 1)
+		t /= (double)q->ninst * m->o->cfg->cpp_eff;
+	q->started = true;
+	q->chunk_end = to;
+	return ev_push(m, m->now + xfer + t, EV_PREFILL_END, p);
+}
+
+static int held_start(struct sim *m, const struct sched_dispatch *d)
+{
+	uint32_t slot = (uint32_t)d->id - 1, k, p = d->prefill;
+	struct sim_req *q;
+	uint64_t n;
+	double xfer = 0;
+
+	if (slot >= m->nslot)
+		return -EINVAL;
+	k = m->slot[slot];
+	q = &m->req[k];
+	n = m->t->input[k];
+	q->p = p;
+	q->ninst = d->ninst;
+	for (uint32_t i = 0; i < d->ninst; i++)
+		m->pf[d->inst[i]].cur = k;
+	if (!q->started) {
+		q->src = d->xfer_blocks ? d->src_node : SIM_NIL;
+		q->plan_reuse = d->reuse_blocks;
+		q->pos = sched_cost_block_tok(m->cost,
+					      prefill_reuse(m, k, &xfer), n);
+	} else {
+		uint32_t local = sim_cache_prefix(&m->cache[p], req_keys(m, k),
+						  m->t->nkeys[k]);
+		uint64_t tok = sched_cost_block_tok(m->cost, local, n);
+
+		sim_cache_touch(&m->cache[p], req_keys(m, k), local);
+		q->pos = tok > q->pos ? tok : q->pos;
+	}
+	return held_chunk(m, p, k, xfer, d->chunk_tokens);
+}
+
+/* instance p is idle: run what the scheduler dispatches there */
+static int held_kick(struct sim *m, uint32_t p)
+{
+	struct sched_dispatch d;
+	int rc;
+
+	if (m->pf[p].cur != SIM_NIL)
+		return 0;
+	rc = sched_next(m->s, p, m->now, &d);
+	return rc == 1 ? held_start(m, &d) : rc;
+}
+
+/* every idle instance, p first */
+static int held_kick_all(struct sim *m, uint32_t p)
+{
+	int rc = held_kick(m, p);
+
+	for (uint32_t i = 0; rc == 0 && i < m->o->nprefill; i++)
+		rc = held_kick(m, i);
+	return rc;
+}
+
+static int held_chunk_end(struct sim *m, uint32_t p)
+{
+	uint32_t k = m->pf[p].cur;
+	struct sim_req *q = &m->req[k];
+	int rc;
+
+	q->pos = q->chunk_end;
+	if (q->pos < m->t->input[k]) {
+		rc = sched_progress(m->s, q->id, q->pos, m->now);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return held_chunk(m, p, k, 0, m->o->cfg->chunk_tokens);
+		m->pf[p].cur = SIM_NIL;
+		return held_kick_all(m, p);
+	}
+	for (uint32_t i = 0; i < m->o->nprefill; i++)
+		if (m->pf[i].cur == k)
+			m->pf[i].cur = SIM_NIL;
+	rc = prefill_finish(m, p, k);
+	return rc == 0 ? held_kick_all(m, p) : rc;
+}
+
+static int held_arrive(struct sim *m, uint32_t k)
+{
+	uint32_t slot = (uint32_t)m->req[k].id - 1;
+
+	if (slot >= m->nslot) {
+		uint32_t n = m->nslot ? m->nslot : 256;
+		uint32_t *v;
+
+		while (n <= slot)
+			n *= 2;
+		v = realloc(m->slot, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		m->slot = v;
+		m->nslot = n;
+	}
+	m->slot[slot] = k;
+	return held_kick_all(m, m->req[k].p);
 }
 
 /* ---- setup and results -------------------------------------------------- */
@@ -411,6 +570,7 @@ static void sim_free(struct sim *m)
 	free(m->dc);
 	free(m->top);
 	free(m->h.v);
+	free(m->slot);
 	sched_destroy(m->s);
 }
 
@@ -445,6 +605,8 @@ static int sim_results(struct sim *m)
 	r->ttft_p50 = sim_percentile(ttft, nt, 0.50);
 	r->ttft_p90 = sim_percentile(ttft, nt, 0.90);
 	r->ttft_p99 = sim_percentile(ttft, nt, 0.99);
+	r->ttft_max = nt ? ttft[nt - 1] : 0; /* sorted by the percentiles */
+	r->speed = m->o->speed;
 	r->tbt_p50 = sim_percentile(tbt, nb, 0.50);
 	r->tbt_p90 = sim_percentile(tbt, nb, 0.90);
 	r->tbt_p99 = sim_percentile(tbt, nb, 0.99);
@@ -467,7 +629,8 @@ static int sim_event(struct sim *m, const struct ev *e)
 {
 	m->now = e->t;
 	if (e->type == EV_PREFILL_END)
-		return prefill_end(m, e->arg);
+		return m->held ? held_chunk_end(m, e->arg)
+			       : prefill_end(m, e->arg);
 	return step_end(m, e->arg);
 }
 
@@ -549,6 +712,7 @@ int sched_replay_run(const struct sched_trace *t,
 	m.o = o;
 	m.r = r;
 	m.cost = &o->cfg->cost;
+	m.held = sched_policy_held(o->policy);
 	rc = sim_sched(&m);
 	if (rc == 0)
 		rc = sim_alloc(&m);

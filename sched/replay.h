@@ -86,6 +86,8 @@ struct sched_replay_result {
 	uint64_t evictions;
 	double hit_rate; /* (hit_local + hit_remote) / blocks */
 	double ttft_mean, ttft_p50, ttft_p90, ttft_p99; /* s, served */
+	double ttft_max;
+	double speed;			  /* the run's */
 	double tbt_p50, tbt_p90, tbt_p99; /* s, served with >= 2 tokens */
 	uint64_t slo_met;		  /* TTFT and TBT both within SLO */
 	double attainment;		  /* slo_met / requests */

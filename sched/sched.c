@@ -38,8 +38,11 @@ static int setup_check(const struct sched_setup *su, uint32_t *nnodes)
 
 static void instances_init(struct sched *s, const struct sched_setup *su)
 {
-	for (uint32_t i = 0; i < s->nprefill; i++)
+	for (uint32_t i = 0; i < s->nprefill; i++) {
 		s->pf[i].node = su->prefill_node ? su->prefill_node[i] : i;
+		s->pf[i].hhead = REC_NIL;
+		s->pf[i].run = REC_NIL;
+	}
 	for (uint32_t j = 0; j < s->ndecode; j++) {
 		s->dc[j].node =
 			su->decode_node ? su->decode_node[j] : su->nprefill + j;
@@ -132,8 +135,10 @@ void sched_destroy(struct sched *s)
 {
 	if (!s)
 		return;
-	for (uint32_t k = 0; k < s->nrec; k++)
+	for (uint32_t k = 0; k < s->nrec; k++) {
 		free(s->rec[k].keys);
+		free(s->rec[k].all);
+	}
 	free(s->rec);
 	if (s->flight) {
 		sched_index_destroy(s->flight);

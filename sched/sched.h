@@ -67,11 +67,28 @@ struct sched_config {
 	 * kvcache_balancing_threshold; default 1: whenever longer) */
 	double balance;
 	enum sched_reject_mode reject;
+	/* the queue policy (held.c): preemption points every this many
+	 * prompt tokens (0: none); a request goes first once it has waited
+	 * guard * slo_ttft less its own work; idle instances steal (0/1);
+	 * CPP splits a prefill estimated over cpp_threshold s over up to
+	 * cpp_max idle instances, at cpp_eff of a perfect split */
+	uint32_t chunk_tokens;
+	double guard;
+	uint32_t steal;
+	double cpp_threshold;
+	uint32_t cpp_max;
+	double cpp_eff;
 };
 
 #define SCHED_DEF_SLO_TTFT 30.0
 #define SCHED_DEF_SLO_TBT 0.1
 #define SCHED_DEF_BALANCE 1.0
+#define SCHED_DEF_CHUNK_TOKENS 4096
+#define SCHED_DEF_GUARD 0.75
+#define SCHED_DEF_CPP_THRESHOLD 4.0
+#define SCHED_DEF_CPP_MAX 4
+#define SCHED_DEF_CPP_EFF 0.9
+#define SCHED_CPP_LIMIT 8 /* cpp_max at most */
 
 void sched_config_default(struct sched_config *c);
 /* -EINVAL (msg says which field) for values no scheduler can use */
@@ -91,6 +108,11 @@ int sched_config_load(struct sched_config *c, const char *path, char *err,
  * write. */
 int sched_config_write(const struct sched_config *c, const char *header,
 		       FILE *f);
+
+/* one "key=value" (a config file's key) on top of c, checked as a file
+ * is; -EINVAL with err saying why, c then unchanged */
+int sched_config_set(struct sched_config *c, const char *kv, char *err,
+		     size_t errlen);
 
 /* "off", "early", "predict" <-> the mode; -EINVAL for another name */
 int sched_reject_parse(const char *name, enum sched_reject_mode *out);
@@ -116,6 +138,10 @@ const char *sched_reject_name(enum sched_reject_mode m);
  *                   written when this one starts there, and picks the
  *                   decode instance by its load predicted for the end of
  *                   the prefill
+ *   queue           ours: conductor-held queues (held.c), shortest
+ *                   remaining work first with an SLO guard, chunk
+ *                   preemption, stealing and CPP; an instance learns its
+ *                   next request from sched_next()
  */
 struct sched_policy_ops;
 
@@ -126,6 +152,9 @@ size_t sched_policy_count(void);
 const struct sched_policy_ops *sched_policy_at(size_t i);
 const char *sched_policy_name(const struct sched_policy_ops *p);
 const char *sched_policy_summary(const struct sched_policy_ops *p);
+/* the conductor holds the queues: accepted requests wait until an idle
+ * instance asks sched_next() */
+bool sched_policy_held(const struct sched_policy_ops *p);
 
 /* ---- the scheduler ----------------------------------------------------- */
 
@@ -208,6 +237,7 @@ struct sched_decision {
 	double est_prefill;    /* s: computing the rest */
 	double est_ttft;       /* s: the three above */
 	double est_tbt;	       /* s: decode step time when it joins */
+	bool held; /* queued on the conductor: sched_next dispatches it */
 };
 
 #ifndef SCHED_NO_NODE
@@ -250,6 +280,41 @@ int sched_complete(struct sched *s, uint64_t id, double now);
  * it about once a second.
  */
 uint64_t sched_expire(struct sched *s, double now, double ttl);
+
+/* ---- held queues (policies with sched_policy_held) -------------------- */
+
+/* what an idle instance runs next */
+struct sched_dispatch {
+	uint64_t id;
+	uint32_t prefill; /* the instance that asked, inst[0] */
+	uint32_t decode;
+	uint32_t ninst; /* instances of the pipeline; 1: no CPP */
+	uint32_t inst[SCHED_CPP_LIMIT];
+	uint32_t local_blocks, reuse_blocks, xfer_blocks;
+	uint32_t src_node;     /* SCHED_NO_NODE when nothing is fetched */
+	uint64_t done_tokens;  /* computed before it yielded, kept there */
+	uint32_t chunk_tokens; /* report progress every this many; 0 none */
+	bool stolen;	       /* it was queued on another instance */
+	double est_service;    /* s: fetch + prefill (split when CPP) */
+};
+
+/*
+ * Instance i is idle at now: 1 and *out when a request is dispatched to
+ * it (from its own queue, or stolen from another's; with CPP every
+ * instance of out->inst is busy with it too), 0 when nothing can run
+ * there, -EINVAL (i out of range, or not a held policy), -EBUSY (i is
+ * running a request).
+ */
+int sched_next(struct sched *s, uint32_t i, double now,
+	       struct sched_dispatch *out);
+
+/*
+ * The prefill of id has computed done prompt tokens (a chunk boundary):
+ * 0 continue, 1 yield (a shorter request waits; id is queued again on the
+ * same instance, whose computed tokens it keeps, and the instance is
+ * idle), -ENOENT, -EINVAL (not running).
+ */
+int sched_progress(struct sched *s, uint64_t id, uint64_t done, double now);
 
 /* ---- load, for status pages and tests ---------------------------------- */
 

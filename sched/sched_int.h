@@ -55,6 +55,26 @@ struct sched_rec {
 	uint32_t next_free;
 	uint32_t nkeys; /* in-flight blocks (lookahead only) */
 	uint64_t *keys;
+	/* held policies (held.c) */
+	uint8_t hstate;	       /* HELD_* */
+	uint8_t ninst;	       /* instances running it (CPP: > 1) */
+	bool pinned;	       /* yielded: its computed tokens stay on
+				* e->prefill, so it resumes there */
+	uint32_t hprev, hnext; /* its instance's held queue */
+	uint32_t nall;	       /* the prompt's keys, for late binding */
+	uint64_t *all;
+	uint64_t input;	     /* prompt tokens */
+	uint64_t done;	     /* tokens computed before it yielded */
+	uint64_t writer;     /* id of the request writing its prefix */
+	uint32_t plan_local; /* blocks it counted on at placement */
+	double arrive;	     /* when it was scheduled */
+	double work;	     /* est service still to run, s */
+};
+
+enum held_state {
+	HELD_NONE = 0,
+	HELD_QUEUED,
+	HELD_RUNNING,
 };
 
 struct sched_pf {
@@ -62,6 +82,12 @@ struct sched_pf {
 	uint32_t queued; /* requests not done with prefill */
 	double busy_until;
 	double backlog; /* est service of those, s */
+	/* held policies: the conductor's queue of this instance (in no
+	 * order: the pick scans it) and the request it runs */
+	uint32_t hhead;
+	uint32_t hn;
+	uint32_t run;	/* record, or REC_NIL when idle */
+	double run_end; /* its estimated end */
 };
 
 struct sched_dc {
@@ -111,12 +137,15 @@ struct sched_ctx {
 	struct sched_plan plan; /* pick_prefill's choice */
 	uint32_t decode;	/* pick_decode's choice */
 	double tbt;		/* its estimated step time */
+	uint64_t writer;	/* held: id of the request writing the
+				 * prefix counted in plan.local, or 0 */
 };
 
 struct sched_policy_ops {
 	const char *name;
 	const char *summary; /* one line, for help */
 	bool lookahead;	     /* keep the in-flight index, fill ctx->ahead */
+	bool held;	     /* the conductor holds the queues (held.c) */
 	/* set c->plan with one of the sched_plan_* helpers */
 	void (*pick_prefill)(struct sched *s, struct sched_ctx *c);
 	/* set c->decode and c->tbt; NULL: sched_decode_now */
@@ -179,6 +208,22 @@ void sched_pick_longest_prefix(struct sched *s, struct sched_ctx *c);
 void sched_pick_cache_aware(struct sched *s, struct sched_ctx *c);
 void sched_pick_kvcache_centric(struct sched *s, struct sched_ctx *c);
 void sched_pick_lookahead(struct sched *s, struct sched_ctx *c);
+void sched_pick_queue(struct sched *s, struct sched_ctx *c);
+
+/* ---- held queues (held.c) ---------------------------------------------- */
+
+uint64_t sched_rec_id(const struct sched *s, uint32_t k);
+struct sched_rec *sched_rec_lookup(struct sched *s, uint64_t id, uint32_t *out);
+/* request k, just committed on c->plan.inst, joins that queue */
+int sched_held_add(struct sched *s, uint32_t k, const struct sched_ctx *c);
+/* k leaves the held books (prefill done or cancelled) */
+void sched_held_drop(struct sched *s, uint32_t k);
+/* the queue policy's estimates, for pick_prefill */
+double sched_held_wait(const struct sched *s, uint32_t i, double work,
+		       double now, uint32_t *behind);
+double sched_held_writer_end(const struct sched *s, uint32_t i,
+			     const struct sched_req *r, uint32_t ahead,
+			     double now, uint64_t *writer);
 
 /* ---- the in-flight index (flight.c) ------------------------------------ */
 

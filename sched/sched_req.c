@@ -54,6 +54,10 @@ static void rec_free(struct sched *s, uint32_t k)
 	free(e->keys);
 	e->keys = NULL;
 	e->nkeys = 0;
+	free(e->all);
+	e->all = NULL;
+	e->nall = 0;
+	e->hstate = HELD_NONE;
 	e->phase = REC_FREE;
 	e->gen++;
 	e->next_free = s->free_head;
@@ -64,6 +68,11 @@ static void rec_free(struct sched *s, uint32_t k)
 static uint64_t rec_id(const struct sched *s, uint32_t k)
 {
 	return (uint64_t)s->rec[k].gen << 32 | (k + 1);
+}
+
+uint64_t sched_rec_id(const struct sched *s, uint32_t k)
+{
+	return rec_id(s, k);
 }
 
 static struct sched_rec *rec_lookup(struct sched *s, uint64_t id, uint32_t *out)
@@ -101,6 +110,11 @@ static void dc_unlink(struct sched *s, uint32_t j, uint32_t k)
 		s->rec[e->dnext].dprev = e->dprev;
 }
 
+struct sched_rec *sched_rec_lookup(struct sched *s, uint64_t id, uint32_t *out)
+{
+	return rec_lookup(s, id, out);
+}
+
 /* ---- deciding ---------------------------------------------------------- */
 
 static void ctx_init(struct sched *s, const struct sched_req *r, double now,
@@ -123,6 +137,10 @@ static double best_ttft(const struct sched *s, const struct sched_ctx *c)
 	struct sched_plan a, b;
 	double best = c->plan.ttft;
 
+	/* a held policy's own estimate already is its best over every
+	 * instance, in its own queue order, not the FIFO one */
+	if (s->pol->held)
+		return best;
 	sched_plan_min(s, c, NULL, 0, &a);
 	sched_plan_min(s, c, NULL, 1.0, &b);
 	if (a.ttft < best)
@@ -241,6 +259,16 @@ static int commit(struct sched *s, const struct sched_ctx *c, uint64_t *id)
 	/* the plain step time, not the TBT estimate: it times the decode */
 	e->step = sched_cost_step(&s->cfg.cost, s->dc[e->decode].running + 1,
 				  s->dc[e->decode].ctx + e->ctx);
+	if (s->pol->held) {
+		rc = sched_held_add(s, k, c);
+		if (rc < 0) {
+			if (e->keys)
+				sched_flight_del(s, s->pf[e->prefill].node,
+						 e->keys, e->nkeys);
+			rec_free(s, k);
+			return rc;
+		}
+	}
 	pf_enqueue(&s->pf[e->prefill], c->now, e->service);
 	e->pred_start = c->now + c->plan.ttft;
 	e->pred_end = e->pred_start + (double)e->out * e->step;
@@ -277,6 +305,7 @@ static int decide(struct sched *s, struct sched_ctx *c,
 	else
 		sched_decode_now(s, c);
 	fill_decision(c, d);
+	d->held = s->pol->held;
 	d->verdict = admit(s, c);
 	switch (d->verdict) {
 	case SCHED_REJECT_TTFT:
@@ -358,6 +387,7 @@ int sched_prefill_done(struct sched *s, uint64_t id, double now)
 		return -ENOENT;
 	if (e->phase != REC_PREFILL)
 		return -EALREADY;
+	sched_held_drop(s, k);
 	pf_leave(s, e, now);
 	dc = &s->dc[e->decode];
 	dc->headed--;
@@ -381,6 +411,7 @@ int sched_complete(struct sched *s, uint64_t id, double now)
 		return -ENOENT;
 	dc = &s->dc[e->decode];
 	if (e->phase == REC_PREFILL) {
+		sched_held_drop(s, k);
 		pf_leave(s, e, now);
 		dc->headed--;
 	} else {

@@ -479,10 +479,10 @@ START_TEST(test_policy_table)
 	static const char *names[] = { "random",      "round-robin",
 				       "load",	      "longest-prefix",
 				       "cache-aware", "kvcache-centric",
-				       "lookahead" };
+				       "lookahead",   "queue" };
 
-	ck_assert_uint_eq(sched_policy_count(), 7);
-	for (size_t i = 0; i < 7; i++) {
+	ck_assert_uint_eq(sched_policy_count(), 8);
+	for (size_t i = 0; i < 8; i++) {
 		ck_assert_str_eq(sched_policy_name(sched_policy_at(i)),
 				 names[i]);
 		ck_assert_ptr_eq(sched_policy_find(names[i]),
@@ -490,7 +490,7 @@ START_TEST(test_policy_table)
 		ck_assert(strlen(sched_policy_summary(sched_policy_at(i))));
 	}
 	ck_assert_ptr_null(sched_policy_find("fastest"));
-	ck_assert_ptr_null(sched_policy_at(7));
+	ck_assert_ptr_null(sched_policy_at(8));
 }
 END_TEST
 

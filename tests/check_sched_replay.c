@@ -266,6 +266,58 @@ START_TEST(test_replay_reject)
 }
 END_TEST
 
+/*
+ * The queue policy in the replay.  One 64-block prompt on 4 idle
+ * instances runs as a CPP pipeline over all 4: T(32768) / (4 * 0.9).
+ */
+START_TEST(test_replay_queue_cpp)
+{
+	struct sched_replay_result r;
+	struct sched_config cfg;
+	struct mini m = { 0 };
+
+	mini_add(&m, 0, 1, 64, 1);
+	run(&m, "queue", 4, NULL, &r);
+	ck_assert_uint_eq(r.served, 1);
+	ck_assert_near(r.ttft_mean, T32K / (4 * 0.9));
+	ck_assert_near(r.ttft_max, r.ttft_mean);
+	sched_config_default(&cfg);
+	cfg.cpp_max = 1;
+	run(&m, "queue", 4, &cfg, &r);
+	ck_assert_near(r.ttft_mean, T32K);
+}
+END_TEST
+
+#define TOK(n) (2.097152e-9 * (double)(n) * (n) + 9.4489280512e-5 * (n))
+
+/*
+ * One instance, chunks of 4096 tokens: the long prompt is in its third
+ * chunk (8192..12288) when a short one arrives at 1 s; at that chunk's
+ * end, T(12288), the long one yields, the short one runs, and the long
+ * one resumes from its 12288 tokens.  Without preemption the short one
+ * waits for the whole long prefill.
+ */
+START_TEST(test_replay_queue_preempt)
+{
+	struct sched_replay_result r;
+	struct sched_config cfg;
+	struct mini m = { 0 };
+
+	sched_config_default(&cfg);
+	cfg.chunk_tokens = 4096;
+	mini_add(&m, 0, 1, 64, 1);
+	mini_add(&m, 1.0, 500, 8, 1);
+	run(&m, "queue", 1, &cfg, &r);
+	ck_assert_uint_eq(r.served, 2);
+	ck_assert_near(r.ttft_max, T32K + T4K);
+	ck_assert_near(r.ttft_mean, (T32K + T4K + TOK(12288) + T4K - 1.0) / 2);
+	cfg.chunk_tokens = 0;
+	run(&m, "queue", 1, &cfg, &r);
+	ck_assert_near(r.ttft_max, T32K);
+	ck_assert_near(r.ttft_mean, (T32K + T32K - 1.0 + T4K) / 2);
+}
+END_TEST
+
 /* ---- trace loading ------------------------------------------------------ */
 
 static void write_tmp(char *path, size_t cap, const char *text)
@@ -349,6 +401,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_replay_by_hand);
 	tcase_add_test(tc, test_replay_fetch);
 	tcase_add_test(tc, test_replay_reject);
+	tcase_add_test(tc, test_replay_queue_cpp);
+	tcase_add_test(tc, test_replay_queue_preempt);
 	tcase_add_test(tc, test_trace_load);
 	tcase_add_test(tc, test_trace_bad_line);
 	suite_add_tcase(s, tc);

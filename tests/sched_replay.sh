@@ -3,7 +3,9 @@
 # instances: mean TTFT must order random > load > cache-aware >
 # kvcache-centric >= lookahead; under 1.5x the arrival rate lookahead must
 # beat kvcache-centric outright; prediction-based rejection must raise SLO
-# attainment at 2x; one replay must take under 1 s of CPU.
+# attainment at 2x; one replay must take under 1 s of CPU; the queue
+# policy must beat kvcache-centric's mean TTFT at 1x and 1.5x under the
+# same admission mode, rejecting no more and meeting the SLOs as often.
 # SKIP (77) when ../shared/traces is not beside the source tree.
 set -eu
 T=sched_replay
@@ -84,6 +86,31 @@ if replay "$tmp/fast.json" --compare --speed 1.5; then
 		bad "at 1.5x, lookahead $o s < kvcache-centric $k s"
 	fi
 fi
+
+# ---- the queue policy: held queues, preemption, stealing, CPP ----------------
+for mode in "1 off" "1.5 off" "1.5 early"; do
+	set -- $mode
+	sp=$1
+	rj=$2
+	if replay "$tmp/k.json" --policy kvcache-centric --speed "$sp" \
+		--reject "$rj" &&
+		replay "$tmp/q.json" --policy queue --speed "$sp" \
+			--reject "$rj"; then
+		k=$(field "$tmp/k.json" kvcache-centric ttft_mean)
+		q=$(field "$tmp/q.json" queue ttft_mean)
+		kr=$(field "$tmp/k.json" kvcache-centric rejected)
+		qr=$(field "$tmp/q.json" queue rejected)
+		ka=$(field "$tmp/k.json" kvcache-centric attainment)
+		qa=$(field "$tmp/q.json" queue attainment)
+		what="at ${sp}x, reject $rj: queue $q s < kvcache-centric $k s,"
+		what="$what rejected $qr <= $kr, SLO $qa >= $ka"
+		if lt "$q" "$k" && [ "$qr" -le "$kr" ] && ! lt "$qa" "$ka"; then
+			ok "$what"
+		else
+			bad "$what"
+		fi
+	fi
+done
 
 # ---- overload: rejecting early serves more within the SLOs ------------------
 if replay "$tmp/off.json" --policy kvcache-centric --speed 2 &&

@@ -888,6 +888,7 @@ struct gen {
 	size_t nlive;
 	uint64_t *line_ids; /* the request being written */
 	size_t line_cap;
+	double win_end_ms; /* bursts: the current window's end */
 };
 
 /* uniform on (0, 1], 53 bits */
@@ -923,6 +924,17 @@ const char *kvfs_trace_gen_check(const struct kvfs_trace_gen_params *p)
 	if ((uint64_t)p->sys_max + p->user_max > p->max_input)
 		return "max_input below the longest first turn "
 		       "(sys_max + user_max)";
+	if (!(p->burst >= 1 && p->burst <= 1e6) ||
+	    !(p->burst_s > 0 && p->burst_s <= 1e6))
+		return "burst must lie in 1..1e6 and its window above 0";
+	if (!(p->long_frac >= 0 && p->long_frac <= 1))
+		return "long_frac must lie in 0..1";
+	if (p->long_min > p->long_max)
+		return "a length range has its minimum above its maximum";
+	if (p->long_frac > 0 &&
+	    (uint64_t)p->sys_max + p->long_max > p->max_input)
+		return "max_input below the longest document "
+		       "(sys_max + long_max)";
 	return NULL;
 }
 
@@ -943,6 +955,10 @@ void kvfs_trace_gen_defaults(struct kvfs_trace_gen_params *p)
 	p->sessions = 64;
 	p->follow = 0.6;
 	p->max_input = 65536;
+	p->burst = 1;
+	p->burst_s = 10;
+	p->long_min = 32768;
+	p->long_max = 131072;
 }
 
 static int gen_init(struct gen *g)
@@ -1073,7 +1089,10 @@ static int gen_next_sess(struct gen *g, struct gen_sess **out, uint64_t *len)
 	const struct kvfs_trace_gen_params *p = g->p;
 	uint64_t user = gen_range(g, p->user_min, p->user_max);
 
-	if (g->nlive && gen_unit(g) <= p->follow) {
+	if (p->long_frac > 0 && gen_unit(g) <= p->long_frac) {
+		/* a document: a session of its own */
+		user = gen_range(g, p->long_min, p->long_max);
+	} else if (g->nlive && gen_unit(g) <= p->follow) {
 		size_t i = gen_range(g, 0, g->nlive - 1);
 		struct gen_sess *s = &g->sess[i];
 
@@ -1105,6 +1124,30 @@ static int gen_write(struct gen *g, uint64_t len, uint64_t out, size_t n)
 			(unsigned long long)g->line_ids[i]);
 	fputs("]}\n", f);
 	return ferror(f) ? -EIO : 0;
+}
+
+/*
+ * The next arrival with bursts: gaps at rate * burst inside busy
+ * windows; a gap that runs past its window's end goes on in the next
+ * busy one (the exponential has no memory, so cutting it is exact).
+ */
+static void gen_burst_gap(struct gen *g)
+{
+	const struct kvfs_trace_gen_params *p = g->p;
+	double w = p->burst_s * 1000.0;
+	double gap = -gen_ln(gen_unit(g)) * 1000.0 / (p->rate * p->burst);
+
+	if (g->win_end_ms == 0)
+		g->win_end_ms = w; /* the first window is busy */
+	while (g->t_ms + gap > g->win_end_ms) {
+		gap -= g->win_end_ms - g->t_ms;
+		g->t_ms = g->win_end_ms;
+		/* skip idle windows */
+		while (gen_unit(g) > 1.0 / p->burst)
+			g->t_ms += w;
+		g->win_end_ms = g->t_ms + w;
+	}
+	g->t_ms += gap;
 }
 
 /*
@@ -1140,7 +1183,10 @@ static int gen_request(struct gen *g)
 	s->len = len;
 	s->out = out;
 	/* Poisson arrivals: exponential gaps of mean 1000 / rate ms */
-	g->t_ms += -gen_ln(gen_unit(g)) * 1000.0 / g->p->rate;
+	if (g->p->burst > 1)
+		gen_burst_gap(g);
+	else
+		g->t_ms += -gen_ln(gen_unit(g)) * 1000.0 / g->p->rate;
 	return rc;
 }
 

@@ -148,7 +148,13 @@ int kvfs_trace_tokens(const struct kvfs_trace_rec *r, uint32_t *tok,
  *   - otherwise it is the next turn of a random live session: the whole
  *     previous prompt, that turn's output, and new user text, so its ids
  *     extend the previous prompt's full blocks; a session whose next turn
- *     would pass max_input tokens ends and a new one opens instead.
+ *     would pass max_input tokens ends and a new one opens instead;
+ *   - bursts (burst > 1): time runs in windows of burst_s seconds, each
+ *     busy with chance 1 / burst (the others get no arrival) at rate *
+ *     burst, so the mean rate stays `rate`;
+ *   - long-context tail (long_frac > 0): with that chance a request opens
+ *     a session whose first user text (a document) has long_min..long_max
+ *     tokens.
  *
  * Ids are handed out in order of first use, so the output is
  * prefix-chained: two requests share an id only if they share the prefix
@@ -168,11 +174,16 @@ struct kvfs_trace_gen_params {
 	uint32_t sessions;	     /* live sessions at most, >= 1 */
 	double follow;		     /* 0..1 */
 	uint64_t max_input;	     /* prompt tokens at most */
+	double burst;		     /* >= 1; 1: plain Poisson */
+	double burst_s;		     /* window, s */
+	double long_frac;	     /* 0..1 */
+	uint32_t long_min, long_max; /* document tokens */
 };
 
 /* requests 1000, seed 1, rate 10/s, 16 system prompts of 1024..8192
  * tokens at skew 1.0, user text 64..2048, output 16..512, 64 sessions,
- * follow 0.6, max_input 65536 */
+ * follow 0.6, max_input 65536, burst 1 in 10 s windows, long_frac 0 of
+ * 32768..131072 tokens */
 void kvfs_trace_gen_defaults(struct kvfs_trace_gen_params *p);
 
 /* "why" for parameters kvfs_trace_gen refuses, NULL when they are fine */

@@ -160,6 +160,11 @@ void kvfsd_usage(FILE *fp)
 	      "                     send block events to kvconductor there,\n"
 	      "                     as node --node-id (a number < 65536);\n"
 	      "                     also without --cluster\n"
+	      "  --conductor etcd:NAME\n"
+	      "  --conductor etcd[s]://HOST:PORT[,HOST:PORT...]/NAME\n"
+	      "                     send them to the leader of conductor\n"
+	      "                     election NAME, in the etcd of --cluster\n"
+	      "                     or at HOST:PORT, and follow it\n"
 	      "\n"
 	      "Other -o options go to FUSE (allow_other, default_permissions,\n"
 	      "max_threads=N, clone_fd, ...); mount-only options (defaults,\n"
@@ -745,16 +750,64 @@ static bool node_number(const char *id)
 /* --etcd-*: pairs given together, TLS files only with etcds:// */
 static int parse_etcd_auth(const struct kvfsd_opts *o, bool tls)
 {
-	if (!o->etcd_cert_o != !o->etcd_key_o)
-		return usage_error("--etcd-cert and --etcd-key go together");
-	if (!tls && (o->etcd_ca_o || o->etcd_cert_o))
-		return usage_error("--etcd-ca and --etcd-cert need an "
-				   "etcds:// --cluster");
-	if (!o->etcd_user_o != !o->etcd_password_file_o)
-		return usage_error("--etcd-user and --etcd-password-file go "
-				   "together");
-	if (o->etcd_user_o && !*o->etcd_user_o)
-		return usage_error("empty --etcd-user");
+	struct kv_etcd_auth a = { .ca_file = o->etcd_ca_o,
+				  .cert_file = o->etcd_cert_o,
+				  .key_file = o->etcd_key_o,
+				  .user = o->etcd_user_o,
+				  .password_file = o->etcd_password_file_o };
+	const char *why;
+
+	/* the same checks as kvconductor's (kvstore/etcd.h) */
+	if (etcd_auth_check(&a, tls, &why) < 0)
+		return usage_error("%s", why);
+	return 0;
+}
+
+/* one of the --etcd-* options */
+static bool etcd_opt(const struct kvfsd_opts *o, const char *opt)
+{
+	return opt == o->etcd_ca_o || opt == o->etcd_cert_o ||
+	       opt == o->etcd_key_o || opt == o->etcd_user_o ||
+	       opt == o->etcd_password_file_o;
+}
+
+/*
+ * --conductor HOST:PORT, etcd:NAME (the election NAME in the etcd of
+ * --cluster) or etcd[s]://HOST:PORT[,HOST:PORT...]/NAME, with the
+ * --etcd-* options checked against that url when there is no --cluster
+ */
+static int parse_conductor(const struct kvfsd_opts *o)
+{
+	const char *c = o->conductor_o;
+	char ep[KV_CLUSTER_EPS_MAX], name[256];
+
+	if (!c)
+		return 0;
+	if (!strncmp(c, "etcd:", 5) && !strstr(c, "://")) {
+		if (kv_node_id_valid(c + 5) < 0)
+			return usage_error("bad --conductor '%s' (etcd:NAME, "
+					   "NAME 1..63 of [A-Za-z0-9._-])",
+					   c);
+		if (!o->cluster_o)
+			return usage_error("--conductor etcd:NAME needs "
+					   "--cluster");
+		return 0;
+	}
+	if (!strncmp(c, "etcd://", 7) || !strncmp(c, "etcds://", 8)) {
+		if (etcd_url_parse(c, ep, sizeof(ep), name, sizeof(name),
+				   NULL) < 0)
+			return usage_error("bad --conductor '%s' (want "
+					   "etcd[s]://HOST:PORT[,HOST:PORT...]"
+					   "/NAME)",
+					   c);
+		return o->cluster_o ? 0
+				    : parse_etcd_auth(
+					      o, !strncmp(ep, "https://", 8));
+	}
+	if (!strrchr(c, ':') || c[0] == ':')
+		return usage_error("bad --conductor '%s' (want HOST:PORT, "
+				   "etcd:NAME or etcd[s]://HOST:PORT/NAME)",
+				   c);
 	return 0;
 }
 
@@ -772,6 +825,7 @@ static int parse_cluster(struct kvfsd_opts *o)
 			       o->etcd_user_o,	o->etcd_password_file_o };
 	char ep[KV_CLUSTER_EPS_MAX], name[256];
 	enum kv_transport t = KV_TRANSPORT_AUTO;
+	bool via_etcd = o->conductor_o && strstr(o->conductor_o, "://");
 	uint64_t v;
 	int rc;
 
@@ -782,19 +836,20 @@ static int parse_cluster(struct kvfsd_opts *o)
 		return usage_error("bad --node-id '%s' (1..63 of "
 				   "[A-Za-z0-9._-])",
 				   o->node_id_o);
-	if (o->conductor_o &&
-	    (!strrchr(o->conductor_o, ':') || o->conductor_o[0] == ':'))
-		return usage_error("bad --conductor '%s' (want HOST:PORT)",
-				   o->conductor_o);
+	rc = parse_conductor(o);
+	if (rc < 0)
+		return rc;
 	if (o->conductor_o && !node_number(o->node_id))
 		return usage_error("--conductor needs a --node-id below "
 				   "65536, not '%s'",
 				   o->node_id);
 	if (!o->cluster_o) {
-		/* a lone node's event stream authenticates with it too */
+		/* a lone node's event stream authenticates with it too, and
+		 * finds its conductor through etcd with the --etcd-* ones */
 		for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++)
 			if (only[i] &&
-			    !(only[i] == o->secret_file_o && o->conductor_o))
+			    !(only[i] == o->secret_file_o && o->conductor_o) &&
+			    !(via_etcd && etcd_opt(o, only[i])))
 				return usage_error("cluster options need "
 						   "--cluster");
 		return 0;

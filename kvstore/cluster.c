@@ -53,14 +53,12 @@
 #include "kvstore/cluster_int.h"
 #include "src/common/json.h"
 #include "src/common/log.h"
-#include "src/common/privfile.h"
 
 #define CLUSTER_NAME_MAX KV_NODE_ID_MAX
 #define RESYNC_MS 5000u /* a watch can die silently: range anyway */
 #define RETRY_MS 500u	/* after a failed keepalive or watch */
 #define KEY_MAX (8 + CLUSTER_NAME_MAX + 4 + KVFS_NS_MAX + 1)
 #define BAD_LOG_MS 10000u /* one line per kind of bad record per 10 s */
-#define PASSWORD_MAX 1024
 #define SECRET_MAX 4096
 
 enum rec_kind { REC_NODE, REC_NS, REC_KINDS };
@@ -105,120 +103,14 @@ struct kv_cluster {
 
 /* ---- names ------------------------------------------------------------ */
 
-/* node ids: src/common/node_id.c */
-
-static bool host_char(char ch)
-{
-	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	       (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
-}
-
-static bool ip6_char(char ch)
-{
-	return (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F') ||
-	       (ch >= '0' && ch <= '9') || ch == ':' || ch == '.';
-}
-
-/* one HOST:PORT at *pp (up to ',' or '/'), appended to out as
- * "SCHEME://HOST:PORT"; *pp moves past it */
-static int url_endpoint(const char **pp, const char *scheme,
-			struct kvfs_buf *out, const char **why)
-{
-	const char *host = *pp, *hend, *p;
-	unsigned long port = 0;
-	size_t hlen;
-
-	if (*host == '[') {
-		for (hend = host + 1; ip6_char(*hend); hend++)
-			;
-		*why = "bad IPv6 address";
-		if (*hend != ']' || hend == host + 1)
-			return -EINVAL;
-		hend++;
-	} else {
-		for (hend = host; host_char(*hend); hend++)
-			;
-	}
-	hlen = (size_t)(hend - host);
-	*why = "no host";
-	if (hlen == 0)
-		return -EINVAL;
-	*why = "no :PORT after the host";
-	if (*hend != ':')
-		return -EINVAL;
-	for (p = hend + 1; *p >= '0' && *p <= '9' && port <= 65535; p++)
-		port = port * 10 + (unsigned long)(*p - '0');
-	*why = "bad port (1..65535)";
-	if (p == hend + 1 || port == 0 || port > 65535 ||
-	    (*p >= '0' && *p <= '9'))
-		return -EINVAL;
-	*why = "no room for the result";
-	if (hlen + 20 >= ETCD_ENDPOINT_MAX)
-		return -EINVAL;
-	kvfs_buf_printf(out, "%s%s://%.*s:%lu", out->len ? "," : "", scheme,
-			(int)hlen, host, port);
-	*pp = p;
-	return 0;
-}
-
-/* the parse, with the reason of a refusal for join's message */
-static int url_parse(const char *url, char *endpoint, size_t elen, char *name,
-		     size_t nlen, const char **why)
-{
-	struct kvfs_buf eps = KVFS_BUF_INIT;
-	const char *p, *scheme;
-	unsigned n = 0;
-	size_t plen;
-	int rc;
-
-	*why = "it does not start with etcd:// or etcds://";
-	if (url && strncmp(url, "etcd://", 7) == 0) {
-		scheme = "http";
-		p = url + 7;
-	} else if (url && strncmp(url, "etcds://", 8) == 0) {
-		scheme = "https";
-		p = url + 8;
-	} else {
-		return -EINVAL;
-	}
-	for (;;) {
-		rc = url_endpoint(&p, scheme, &eps, why);
-		if (rc < 0)
-			goto out;
-		n++;
-		if (*p != ',')
-			break;
-		p++;
-	}
-	rc = -EINVAL;
-	*why = "more than 8 endpoints";
-	if (n > ETCD_ENDPOINTS_MAX)
-		goto out;
-	*why = "no /NAME after the port";
-	if (*p != '/')
-		goto out;
-	p++;
-	plen = strlen(p);
-	*why = "bad cluster name (1..63 of A-Z a-z 0-9 . _ -)";
-	if (kv_node_id_valid(p) < 0)
-		goto out;
-	*why = "no room for the result";
-	if (!endpoint || !name || plen >= nlen || eps.err || eps.len >= elen)
-		goto out;
-	memcpy(endpoint, eps.p, eps.len + 1);
-	memcpy(name, p, plen + 1);
-	rc = 0;
-out:
-	kvfs_buf_release(&eps);
-	return rc;
-}
+/* urls: etcd_url_parse (kvstore/etcd_conf.c) */
 
 int kv_cluster_url_parse(const char *url, char *endpoint, size_t elen,
 			 char *name, size_t nlen)
 {
 	const char *why;
 
-	return url_parse(url, endpoint, elen, name, nlen, &why);
+	return etcd_url_parse(url, endpoint, elen, name, nlen, &why);
 }
 
 /* ---- node records ----------------------------------------------------- */
@@ -715,71 +607,21 @@ static void cluster_free(struct kv_cluster *c)
 	if (c->secret)
 		OPENSSL_cleanse(c->secret, c->secret_len);
 	free(c->secret);
-	if (c->password)
-		OPENSSL_cleanse(c->password, strlen(c->password));
-	free(c->password);
+	etcd_conf_release(&c->conf, c->password);
 	free(c);
 }
 
-/*
- * The etcd password, from a file only: a command line is readable by
- * every user of the host (ps, /proc/PID/cmdline).  Refused when group or
- * others may read the file.  A trailing newline is the editor's.
- */
-static int read_password(const char *path, char **out)
-{
-	const char *why;
-	mode_t perm;
-	ssize_t n = kvfs_privfile_read(path, PASSWORD_MAX, out, &perm, &why);
-
-	if (n < 0 && n != -EFBIG) {
-		kvfs_err("etcd password file %s: %s", path, why);
-		return (int)n;
-	}
-	if (n >= 0 && (perm & 077)) {
-		kvfs_err("etcd password file %s is readable by group or "
-			 "others (mode %04o): chmod 600 it",
-			 path, (unsigned)perm);
-		kvfs_privfile_free(*out, (size_t)n);
-		*out = NULL;
-		return -EPERM;
-	}
-	if (n <= 0 || memchr(*out, '\0', (size_t)n)) {
-		kvfs_err("etcd password file %s: want 1..%u bytes of text",
-			 path, PASSWORD_MAX);
-		kvfs_privfile_free(*out, n > 0 ? (size_t)n : 0);
-		*out = NULL;
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* the TLS and auth options against the url's scheme; why: join's line */
+/* the secret and the TLS and auth options against the url's scheme;
+ * why: join's line */
 static int auth_check(const struct kv_cluster_config *cfg, const char *endpoint,
 		      const char **why)
 {
-	const struct kv_etcd_auth *a = &cfg->etcd;
-	bool tls = strncmp(endpoint, "https://", 8) == 0;
-
 	*why = "the cluster secret is missing or shorter than 16 bytes";
 	if (!cfg->secret || cfg->secret_len < KV_CLUSTER_SECRET_MIN ||
 	    cfg->secret_len > SECRET_MAX)
 		return -EINVAL;
-	*why = "a client certificate needs its key and the key its "
-	       "certificate";
-	if (!a->cert_file != !a->key_file)
-		return -EINVAL;
-	*why = "TLS files need an etcds:// url";
-	if (!tls && (a->ca_file || a->cert_file))
-		return -EINVAL;
-	*why = "an etcd user needs a password file and a password file a "
-	       "user";
-	if (!a->user != !a->password_file)
-		return -EINVAL;
-	*why = "bad etcd user name";
-	if (a->user && (!*a->user || strlen(a->user) > 255))
-		return -EINVAL;
-	return 0;
+	return etcd_auth_check(&cfg->etcd,
+			       strncmp(endpoint, "https://", 8) == 0, why);
 }
 
 /* copy the caller's record, every string cut to its field */
@@ -812,10 +654,6 @@ static int cluster_alloc(const struct kv_cluster_config *cfg,
 	c->ttl_s = cfg->ttl_s ? cfg->ttl_s : KV_CLUSTER_TTL_S;
 	c->on_change = cfg->on_change;
 	c->arg = cfg->arg;
-	c->conf.ca_file = cfg->etcd.ca_file;
-	c->conf.cert_file = cfg->etcd.cert_file;
-	c->conf.key_file = cfg->etcd.key_file;
-	c->conf.user = cfg->etcd.user;
 	/* the keeper's sleeps are durations: a clock step must not
 	 * stretch or skip them */
 	pthread_condattr_init(&ca);
@@ -830,10 +668,8 @@ static int cluster_alloc(const struct kv_cluster_config *cfg,
 		memcpy(c->secret, cfg->secret, cfg->secret_len);
 		c->secret_len = cfg->secret_len;
 	}
-	if (rc == 0 && cfg->etcd.password_file) {
-		rc = read_password(cfg->etcd.password_file, &c->password);
-		c->conf.password = c->password;
-	}
+	if (rc == 0)
+		rc = etcd_conf_load(&c->conf, &cfg->etcd, &c->password);
 	if (rc == 0)
 		rc = node_encode(&c->self, &c->self_val, &c->self_len);
 	if (rc == 0)
@@ -892,8 +728,8 @@ int kv_cluster_join(const struct kv_cluster_config *cfg,
 	*out = NULL;
 	if (!cfg)
 		return -EINVAL;
-	if (url_parse(cfg->url, endpoint, sizeof(endpoint), name, sizeof(name),
-		      &why) < 0) {
+	if (etcd_url_parse(cfg->url, endpoint, sizeof(endpoint), name,
+			   sizeof(name), &why) < 0) {
 		kvfs_err("bad cluster url '%s': %s (want "
 			 "etcd[s]://HOST:PORT[,HOST:PORT...]/NAME)",
 			 cfg->url ? cfg->url : "", why);

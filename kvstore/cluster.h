@@ -36,6 +36,7 @@
 
 #include "src/common/hash.h"
 #include "src/common/node_id.h"
+#include "kvstore/etcd.h"
 
 #define KV_CLUSTER_TTL_S 5u
 
@@ -52,21 +53,6 @@ struct kv_node_info {
 struct kv_cluster;
 
 #define KV_CLUSTER_SECRET_MIN 16u
-
-/* how to reach etcd beyond its url; every member may be NULL */
-struct kv_etcd_auth {
-	/* TLS, with an etcds:// url only: the CAs the server's certificate
-	 * must chain to (NULL: the system's), and a client certificate and
-	 * its key for an etcd with --client-cert-auth (both or neither) */
-	const char *ca_file;
-	const char *cert_file;
-	const char *key_file;
-	/* etcd's authentication: user and a file holding the password
-	 * (both or neither); the file must not be readable by group or
-	 * others, its trailing newline is dropped */
-	const char *user;
-	const char *password_file;
-};
 
 struct kv_cluster_config {
 	const char *url; /* etcd[s]://HOST:PORT[,HOST:PORT...]/NAME */
@@ -85,7 +71,7 @@ struct kv_cluster_config {
 /* etcd://HOST:PORT[,HOST:PORT...]/NAME (at most 8 endpoints) ->
  * "http://HOST:PORT[,http://HOST:PORT...]" (KV_CLUSTER_EPS_MAX bytes
  * always fit) and NAME; etcds://... (TLS) -> "https://..."; -EINVAL */
-#define KV_CLUSTER_EPS_MAX 2400
+#define KV_CLUSTER_EPS_MAX ETCD_URLS_MAX
 int kv_cluster_url_parse(const char *url, char *endpoint, size_t elen,
 			 char *name, size_t nlen);
 

@@ -1,5 +1,5 @@
 /*
- * cluster_etcd.c - the etcd v3 JSON-gateway client of cluster_int.h.
+ * cluster_etcd.c - the etcd v3 JSON-gateway client of etcd.h.
  *
  * Requests are small JSON texts written with kvfs_buf (keys and values
  * are base64, so nothing but the base64 alphabet goes inside quotes);
@@ -18,7 +18,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "kvstore/cluster_int.h"
+#include "kvstore/etcd.h"
 #include "src/common/json.h"
 
 /* ---- base64 ---------------------------------------------------------- */

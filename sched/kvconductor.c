@@ -55,6 +55,12 @@ static const struct kvc_cmd kvc_cmds[] = {
 			"the conductor daemon: HTTP scheduling, block events",
 	},
 	{
+		.name = "leader",
+		.fn = kvc_leader_main,
+		.usage = kvc_leader_usage,
+		.summary = "print the elected conductor's addresses",
+	},
+	{
 		.name = "help",
 		.fn = cmd_help,
 		.usage = NULL,

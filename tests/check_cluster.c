@@ -2,8 +2,8 @@
  * check_cluster.c - the parts of kvstore/cluster.h that need no etcd:
  * node ids, cluster urls, the MAC of the records in etcd, and join's
  * refusals (a bad url, id, secret or auth option, an etcd that is not
- * there).  tests/cluster_etcd.sh and tests/security/etcd.sh cover a live
- * etcd.
+ * there); and the same for the election of kvstore/elect.h.
+ * tests/cluster_etcd.sh and tests/security/etcd.sh cover a live etcd.
  */
 #include "config.h"
 
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kvstore/cluster.h"
+#include "kvstore/elect.h"
 #include "src/common/log.h"
 
 START_TEST(test_node_id)
@@ -332,6 +333,87 @@ START_TEST(test_join_refused)
 }
 END_TEST
 
+/* the election's parts that need no etcd (kvstore/elect.h) */
+START_TEST(test_elect_field)
+{
+	char out[64];
+
+	ck_assert_int_eq(kv_elect_field("{\"http\":\"127.0.0.1:7400\","
+					"\"events\":\"\"}",
+					"http", out, sizeof(out)),
+			 0);
+	ck_assert_str_eq(out, "127.0.0.1:7400");
+	/* empty, absent, not a string, too long, not JSON */
+	ck_assert_int_eq(
+		kv_elect_field("{\"events\":\"\"}", "events", out, sizeof(out)),
+		-ENOENT);
+	ck_assert_int_eq(kv_elect_field("{}", "http", out, sizeof(out)),
+			 -ENOENT);
+	ck_assert_int_eq(
+		kv_elect_field("{\"http\":7}", "http", out, sizeof(out)),
+		-ENOENT);
+	ck_assert_int_eq(
+		kv_elect_field("{\"http\":\"1.2.3.4:5\"}", "http", out, 4),
+		-ENOENT);
+	ck_assert_int_eq(kv_elect_field("http", "http", out, sizeof(out)),
+			 -ENOENT);
+	ck_assert_int_eq(kv_elect_field(NULL, "http", out, sizeof(out)),
+			 -ENOENT);
+}
+END_TEST
+
+START_TEST(test_elect_bad)
+{
+	struct kv_elect_config cfg = { .url = "etcd://127.0.0.1/x",
+				       .value = "{}" };
+	struct kv_elect *el = (struct kv_elect *)1;
+	struct kv_etcd_auth a = { .user = "u" };
+	char val[64], err[256];
+	const char *why;
+
+	ck_assert_int_eq(kv_elect_start(&cfg, &el), -EINVAL);
+	ck_assert_ptr_null(el);
+	cfg.url = "etcd://127.0.0.1:1/x";
+	cfg.etcd.ca_file = "ca.pem"; /* TLS files need etcds:// */
+	ck_assert_int_eq(kv_elect_start(&cfg, &el), -EINVAL);
+	ck_assert_int_eq(kv_elect_get("etcd://127.0.0.1:1/x", &a, val,
+				      sizeof(val), err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(etcd_auth_check(&a, false, &why), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "--etcd-password-file"));
+	a = (struct kv_etcd_auth){ .cert_file = "c", .key_file = "k" };
+	ck_assert_int_eq(etcd_auth_check(&a, true, &why), 0);
+	ck_assert_int_eq(etcd_auth_check(&a, false, &why), -EINVAL);
+}
+END_TEST
+
+/* no etcd there: a candidate keeps trying as a standby, never leads,
+ * and stops at once; a look says why */
+START_TEST(test_elect_refused)
+{
+	struct kv_elect_config cfg = { .value = "{\"http\":\"h:1\"}" };
+	struct kv_etcd_auth none = { 0 };
+	struct kv_elect_state st;
+	struct kv_elect *el;
+	char url[64], val[64], err[256];
+
+	snprintf(url, sizeof(url), "etcd://127.0.0.1:%d/x", closed_port());
+	cfg.url = url;
+	ck_assert_int_eq(kv_elect_start(&cfg, &el), 0);
+	usleep(200 * 1000);
+	ck_assert(!kv_elect_leading(el));
+	kv_elect_state(el, &st);
+	ck_assert(!st.leading);
+	ck_assert_uint_eq(st.won, 0);
+	ck_assert_str_eq(st.leader, "");
+	kv_elect_stop(el);
+	ck_assert_int_eq(
+		kv_elect_get(url, &none, val, sizeof(val), err, sizeof(err)),
+		-ECONNREFUSED);
+	ck_assert_ptr_nonnull(strstr(err, "cannot reach etcd"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cluster");
@@ -348,6 +430,9 @@ int main(void)
 	tcase_add_test(tc, test_join_bad_auth);
 	tcase_add_test(tc, test_rec_mac);
 	tcase_add_test(tc, test_join_refused);
+	tcase_add_test(tc, test_elect_field);
+	tcase_add_test(tc, test_elect_bad);
+	tcase_add_test(tc, test_elect_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -6,7 +6,8 @@ set -eu
 PKGS="build-essential autoconf automake libtool pkg-config
 libfuse3-dev fuse3 librocksdb-dev liburing-dev libssl-dev check
 libibverbs-dev mandoc python3 libmicrohttpd-dev libjson-c-dev libcurl4-openssl-dev etcd-server clang libclang-rt-14-dev
-clang-format binutils"
+clang-format binutils
+libzmq3-dev libmsgpack-dev python3-zmq python3-msgpack"
 
 missing=""
 for p in $PKGS; do

@@ -2,8 +2,10 @@
 # fuzz.sh - build each libFuzzer target of fuzz/ with clang straight from
 # the sources and run it for FUZZ_TIME seconds (default 10); a crash
 # fails.  The targets: the transfer engine's frame parser and handshake
-# (fuzz_wire), the block-event stream decoder (fuzz_event), the
-# conductor's request bodies (fuzz_body, when json-c is there), and the
+# (fuzz_wire), the block-event stream decoder and the FETCH frame's
+# checks (fuzz_event), the conductor's request bodies (fuzz_body, when
+# json-c is there), vLLM's
+# KV event batches (fuzz_kvev, when msgpack-c is there), and the
 # control socket's server over a real store (fuzz_ctl, when RocksDB is;
 # a few command lines seed it).  SKIP (77)
 # without a clang that links -fsanitize=fuzzer (Debian 12: clang +
@@ -68,6 +70,7 @@ run fuzz_wire "$s/fuzz/fuzz_wire.c" "$s/kvstore/wire.c" "$s/kvstore/auth.c" \
 	$crypto
 # shellcheck disable=SC2086 # crypto is a list of flags
 run fuzz_event "$s/fuzz/fuzz_event.c" "$s/sched/event.c" \
+	"$s/sched/event_fetch.c" \
 	"$s/src/common/crc32c.c" "$s/src/common/hash.c" \
 	"$s/src/common/tokens.c" $crypto
 if pkg-config --exists json-c 2>/dev/null; then
@@ -77,6 +80,25 @@ if pkg-config --exists json-c 2>/dev/null; then
 		$(pkg-config --cflags --libs json-c) $crypto
 else
 	echo "SKIP part: no json-c, so no fuzz_body"
+fi
+# vLLM's KV event batches: msgpack-c is msgpack-c, or msgpack (Debian 12)
+mp=""
+for m in msgpack-c msgpack; do
+	pkg-config --exists "$m" 2>/dev/null && mp=$m && break
+done
+if [ -n "$mp" ]; then
+	mkdir -p "$tmp/corpus-fuzz_kvev"
+	# seeds: [ts, [["AllBlocksCleared"], ["BlockRemoved", [h"0102", 5]]]]
+	# and the same event as a map
+	printf '\222\001\222\221\260AllBlocksCleared\222\254BlockRemoved\222\304\002\001\002\005' \
+		>"$tmp/corpus-fuzz_kvev/seed1"
+	printf '\222\001\221\202\244type\254BlockRemoved\254block_hashes\221\320\375' \
+		>"$tmp/corpus-fuzz_kvev/seed2"
+	# shellcheck disable=SC2046 # a list of flags
+	run fuzz_kvev "$s/fuzz/fuzz_kvev.c" "$s/sched/kvev.c" \
+		$(pkg-config --cflags --libs "$mp")
+else
+	echo "SKIP part: no msgpack-c, so no fuzz_kvev"
 fi
 if pkg-config --exists rocksdb 2>/dev/null; then
 	mkdir -p "$tmp/corpus-fuzz_ctl"

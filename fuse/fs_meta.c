@@ -119,21 +119,84 @@ static int render_nodes(struct kvfs_fs *fs, char **out, size_t *len)
 /*
  * .kvfs/stats: the store's, and "replication":{"replicas":R,
  * "live_nodes":N,"queued":N,"pushing":N,"pushed":N,"gave_up":N}, as
- * kvfs(7) promises (a single node: R 1, itself, nothing to push)
+ * kvfs(7) promises (a single node: R 1, itself, nothing to push), and
+ * the handoff's "handoff":{...} (kvfsd_cluster.h; kvfsd(8))
  */
 static int render_stats(struct kvfs_fs *fs, char **out, size_t *len)
 {
 	struct kvfsd_repl_stats r;
-	char extra[256];
+	struct kvfsd_handoff_stats h;
+	char extra[512];
 
 	kvfsd_cluster_repl_stats(fs->cl, &r);
+	kvfsd_cluster_handoff_stats(fs->cl, &h);
 	snprintf(extra, sizeof(extra),
 		 ",\"replication\":{\"replicas\":%u,\"live_nodes\":%u,"
 		 "\"queued\":%zu,\"pushing\":%u,\"pushed\":%llu,"
-		 "\"gave_up\":%llu}",
+		 "\"gave_up\":%llu},\"handoff\":{\"enabled\":%s,"
+		 "\"queued\":%zu,\"fetched\":%llu,\"already\":%llu,"
+		 "\"failed\":%llu,\"dropped\":%llu,\"bad_frames\":%llu}",
 		 r.replicas, r.live_nodes, r.queued, r.busy,
-		 (unsigned long long)r.pushed, (unsigned long long)r.gave_up);
+		 (unsigned long long)r.pushed, (unsigned long long)r.gave_up,
+		 h.enabled ? "true" : "false", h.queued,
+		 (unsigned long long)h.fetched, (unsigned long long)h.already,
+		 (unsigned long long)h.failed, (unsigned long long)h.dropped,
+		 (unsigned long long)h.bad_frames);
 	return render_stats_json_extra(fs->st, extra, out, len);
+}
+
+/*
+ * .kvfs/metrics: the store's (render.c), then in a cluster with a
+ * conductor the handoff's counters (kvfsd_cluster.h), in the same
+ * exposition format and kvfs_ prefix
+ */
+static int render_metrics_all(struct kvfs_fs *fs, char **out, size_t *len)
+{
+	static const char *const name[] = { "fetched", "already", "failed",
+					    "dropped", "bad_frames" };
+	static const char *const help[] = {
+		"Blocks FETCH frames named that were pulled from a peer.",
+		"Blocks FETCH frames named that were local already.",
+		"Blocks FETCH frames named that no peer could give.",
+		"Blocks FETCH frames named that found the queue full.",
+		"FETCH frames that failed their checks.",
+	};
+	struct kvfsd_handoff_stats h;
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	uint64_t v[5];
+	char *text = NULL;
+	size_t n = 0;
+	int rc = render_metrics(fs->st, &text, &n);
+
+	if (rc < 0)
+		return rc;
+	kvfsd_cluster_handoff_stats(fs->cl, &h);
+	if (!h.enabled) {
+		*out = text;
+		*len = n;
+		return 0;
+	}
+	v[0] = h.fetched;
+	v[1] = h.already;
+	v[2] = h.failed;
+	v[3] = h.dropped;
+	v[4] = h.bad_frames;
+	kvfs_buf_puts(&b, text);
+	free(text);
+	for (int i = 0; i < 5; i++)
+		kvfs_buf_printf(&b,
+				"# HELP kvfs_handoff_%s_total %s\n"
+				"# TYPE kvfs_handoff_%s_total counter\n"
+				"kvfs_handoff_%s_total %llu\n",
+				name[i], help[i], name[i], name[i],
+				(unsigned long long)v[i]);
+	kvfs_buf_printf(&b,
+			"# HELP kvfs_handoff_queued_blocks Blocks waiting to "
+			"be pulled.\n"
+			"# TYPE kvfs_handoff_queued_blocks gauge\n"
+			"kvfs_handoff_queued_blocks %zu\n",
+			h.queued);
+	return kvfs_buf_finish(&b, out, len);
 }
 
 /* ---- open and readdir ---------------------------------------------- */
@@ -144,7 +207,7 @@ static int render(struct kvfs_fs *fs, fuse_ino_t ino, char **text, size_t *len)
 	case INO_STATS:
 		return render_stats(fs, text, len);
 	case INO_METRICS:
-		return render_metrics(fs->st, text, len);
+		return render_metrics_all(fs, text, len);
 	case INO_NODES:
 		return render_nodes(fs, text, len);
 	default:

@@ -828,6 +828,8 @@ int kvfsd_events_start(const struct kvfsd_cluster_config *cfg,
 	if (!c)
 		return -ENOMEM;
 	rc = cl_ev_start(c, cfg->conductor, cfg->secret_file);
+	if (rc == 0)
+		rc = cl_lead_start(c, cfg);
 	if (rc < 0) {
 		kvfsd_cluster_stop(c);
 		return rc;
@@ -876,7 +878,12 @@ int kvfsd_cluster_start(const struct kvfsd_cluster_config *cfg,
 		goto fail;
 	}
 	if (cfg->conductor) {
-		rc = cl_ev_start(c, cfg->conductor, cfg->secret_file);
+		/* the handoff first: the stream announces it at once */
+		rc = cl_ho_start(c);
+		if (rc == 0)
+			rc = cl_ev_start(c, cfg->conductor, cfg->secret_file);
+		if (rc == 0)
+			rc = cl_lead_start(c, cfg);
 		if (rc < 0)
 			goto fail;
 	}
@@ -917,6 +924,7 @@ void kvfsd_cluster_stop(struct kvfsd_cluster *c)
 	if (c->hk_running)
 		pthread_join(c->hk, NULL);
 	cl_ev_stop(c);
+	cl_ho_stop(c);
 	/* leave first: peers stop sending to us before we stop answering */
 	if (c->cl)
 		kv_cluster_leave(c->cl);

@@ -29,6 +29,7 @@
 #define KVFS_FUSE_CLUSTER_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +103,20 @@ struct kvfsd_repl_stats {
 /* NULL (a single node): R 1, one live node, nothing else */
 void kvfsd_cluster_repl_stats(struct kvfsd_cluster *c,
 			      struct kvfsd_repl_stats *out);
+/* the handoff's figures of .kvfs/stats: blocks the conductor's FETCH
+ * frames named (kvconductor(8) HANDOFF) */
+struct kvfsd_handoff_stats {
+	bool enabled;	     /* a cluster with --conductor */
+	size_t queued;	     /* waiting to be pulled */
+	uint64_t fetched;    /* pulled from a peer */
+	uint64_t already;    /* local already: nothing to do */
+	uint64_t failed;     /* no peer had it, or the fetch failed */
+	uint64_t dropped;    /* the queue was full */
+	uint64_t bad_frames; /* frames that failed their checks */
+};
+/* NULL, or no conductor: all zero */
+void kvfsd_cluster_handoff_stats(struct kvfsd_cluster *c,
+				 struct kvfsd_handoff_stats *out);
 
 /*
  * .kvfs/nodes: append "nodes":[...] (every live node by id, this one

@@ -15,6 +15,10 @@
  * With --secret-file, each connection starts with the transfer engine's
  * handshake (auth.h) as node --node-id toward the conductor, and every
  * frame then goes out as a sealed record (event.h, "Authentication").
+ *
+ * In a cluster the stream also carries the conductor's FETCH frames the
+ * other way (event.h, "FETCH"): the RESET goes out in "-fetch" to say we
+ * take them, and kvfsd_handoff.c reads them on each connection.
  */
 #include "config.h"
 
@@ -66,6 +70,11 @@ struct cl_ev {
 	size_t secret_len;
 	struct kv_tagger tag; /* this connection's, once authenticated */
 	bool tagged;
+	/* --conductor etcd:...: host and port follow the election's leader
+	 * (kvfsd_cluster_lead.c, cl_ev_target), "" while none is known;
+	 * moved: they changed, leave the stream we have.  Under lock. */
+	bool moved;
+	uint8_t kr[KV_AUTH_KEY_LEN]; /* its receiving key: FETCH frames */
 };
 
 static void hook(void *arg, enum kv_store_event e, uint32_t ns,
@@ -110,9 +119,17 @@ static int ev_connect(struct cl_ev *ev)
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 	struct timeval tv = { .tv_sec = EV_IO_TIMEOUT_MS / 1000 };
 	struct addrinfo *ai;
+	char host[sizeof(ev->host)], port[sizeof(ev->port)];
 	int fd, rc;
 
-	rc = getaddrinfo(ev->host, ev->port, &hints, &ai);
+	pthread_mutex_lock(&ev->lock);
+	memcpy(host, ev->host, sizeof(host));
+	memcpy(port, ev->port, sizeof(port));
+	ev->moved = false;
+	pthread_mutex_unlock(&ev->lock);
+	if (!host[0])
+		return -ENOTCONN; /* no leader yet: the follower says when */
+	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc != 0)
 		return -EHOSTUNREACH;
 	fd = kvfs_tcp_connect(ai, kvfs_net_now_ms() + EV_IO_TIMEOUT_MS,
@@ -124,9 +141,11 @@ static int ev_connect(struct cl_ev *ev)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ev->fd = fd;
 	ev->seq = 0;
-	if (!ev->secret)
-		return 0;
-	rc = ev_handshake(ev);
+	rc = ev->secret ? ev_handshake(ev) : 0;
+	/* FETCH frames come once our RESET is in: read them from now on */
+	if (rc == 0)
+		rc = cl_ho_attach(ev->c, fd, ev->node,
+				  ev->secret ? ev->kr : NULL);
 	if (rc < 0)
 		ev_disconnect(ev);
 	return rc;
@@ -206,6 +225,8 @@ static int ev_handshake(struct cl_ev *ev)
 		rc = kv_auth_keys(&a, ks, kr);
 	if (rc == 0)
 		rc = kv_tagger_init(&ev->tag, ks);
+	if (rc == 0)
+		memcpy(ev->kr, kr, sizeof(kr));
 	explicit_bzero(ks, sizeof(ks));
 	explicit_bzero(kr, sizeof(kr));
 	ev->tagged = rc == 0;
@@ -214,6 +235,9 @@ static int ev_handshake(struct cl_ev *ev)
 
 static void ev_disconnect(struct cl_ev *ev)
 {
+	/* its reader first: it must not read a closed (or reused) fd */
+	cl_ho_detach(ev->c);
+	explicit_bzero(ev->kr, sizeof(ev->kr));
 	if (ev->fd >= 0)
 		close(ev->fd);
 	ev->fd = -1;
@@ -298,7 +322,7 @@ static int resync(struct cl_ev *ev)
 	ev->overflow = false;
 	pthread_mutex_unlock(&ev->lock);
 	recs[0].op = SCHED_EV_RESET;
-	rc = send_frame(ev, "-", recs, 1);
+	rc = send_frame(ev, c->ho ? SCHED_EV_NS_FETCH : "-", recs, 1);
 	if (rc == 0)
 		rc = cl_ns_list(c, &v);
 	for (size_t i = 0; rc == 0 && i < v.n; i++) {
@@ -380,12 +404,18 @@ static void *ev_main(void *arg)
 		struct timespec ts;
 		int rc = 0;
 
-		pthread_mutex_unlock(&ev->lock);
+		/* a new leader: RESET and resync it from scratch */
+		if (ev->moved && ev->fd >= 0) {
+			pthread_mutex_unlock(&ev->lock);
+			ev_disconnect(ev);
+		} else {
+			pthread_mutex_unlock(&ev->lock);
+		}
 		if (ev->fd < 0) {
 			rc = ev_connect(ev);
 			if (rc == 0)
 				rc = resync(ev);
-			if (rc < 0 && !warned)
+			if (rc < 0 && rc != -ENOTCONN && !warned)
 				kvfs_warn("conductor %s:%s: %s (retrying)",
 					  ev->host, ev->port, strerror(-rc));
 			warned = rc < 0;
@@ -394,6 +424,8 @@ static void *ev_main(void *arg)
 			rc = drain(ev, recs);
 		if (rc == 0)
 			rc = keepalive(ev);
+		if (rc == 0 && cl_ho_broken(ev->c))
+			rc = -ECONNRESET;
 		if (rc < 0 && ev->fd >= 0)
 			ev_disconnect(ev);
 		pthread_mutex_lock(&ev->lock);
@@ -426,7 +458,8 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr,
 		free(ev);
 		return -EINVAL;
 	}
-	if (kvfs_split_hostport(addr, ev->host, sizeof(ev->host), ev->port,
+	if (!cl_lead_wanted(addr) &&
+	    kvfs_split_hostport(addr, ev->host, sizeof(ev->host), ev->port,
 				sizeof(ev->port))) {
 		kvfs_err("--conductor %s: expected HOST:PORT or [V6]:PORT",
 			 addr);
@@ -464,10 +497,38 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr,
 	return 0;
 }
 
+void cl_ev_target(struct kvfsd_cluster *c, const char *addr)
+{
+	struct cl_ev *ev = c->ev;
+	char host[sizeof(ev->host)] = "", port[sizeof(ev->port)] = "";
+
+	if (addr &&
+	    kvfs_split_hostport(addr, host, sizeof(host), port, sizeof(port))) {
+		kvfs_warn("the conductor leader's events address '%s' is not "
+			  "HOST:PORT",
+			  addr);
+		host[0] = port[0] = '\0';
+	}
+	pthread_mutex_lock(&ev->lock);
+	if (strcmp(host, ev->host) || strcmp(port, ev->port)) {
+		memcpy(ev->host, host, sizeof(host));
+		memcpy(ev->port, port, sizeof(port));
+		ev->moved = true;
+		pthread_cond_signal(&ev->wake);
+		if (host[0])
+			kvfs_info("conductor leader: events to %s:%s", host,
+				  port);
+		else
+			kvfs_info("conductor leader: none at present");
+	}
+	pthread_mutex_unlock(&ev->lock);
+}
+
 void cl_ev_stop(struct kvfsd_cluster *c)
 {
 	struct cl_ev *ev = c->ev;
 
+	cl_lead_stop(c); /* it calls cl_ev_target */
 	if (!ev)
 		return;
 	kv_store_set_event_hook(c->st, NULL, NULL);

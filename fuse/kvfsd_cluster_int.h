@@ -14,6 +14,7 @@
 struct job;
 struct inflight;
 struct cl_ev;
+struct cl_ho;
 
 struct kvfsd_cluster {
 	struct kv_store *st;
@@ -46,6 +47,8 @@ struct kvfsd_cluster {
 	atomic_uint_fast64_t gave_up; /* jobs that ran out of tries */
 
 	struct cl_ev *ev; /* kvfsd_cluster_ev.c: the conductor stream */
+	struct kv_elect_watch *lead; /* kvfsd_cluster_lead.c; NULL none */
+	struct cl_ho *ho; /* kvfsd_handoff.c: its FETCH frames; NULL: none */
 };
 
 /* a snapshot of the store's namespaces */
@@ -69,5 +72,29 @@ int cl_ev_start(struct kvfsd_cluster *c, const char *addr,
 /* the cluster secret of --secret-file, malloc'd; logs why not */
 int cl_read_secret(const char *path, uint8_t **out, size_t *len);
 void cl_ev_stop(struct kvfsd_cluster *c);
+/* the leader's events address (NULL or "": none) for the stream */
+void cl_ev_target(struct kvfsd_cluster *c, const char *addr);
+
+/* kvfsd_cluster_lead.c: --conductor etcd:NAME (the --cluster's etcd) or
+ * etcd[s]://HOST:PORT[,...]/NAME follows the conductors' election
+ * (kvstore/elect.h) and points the stream at the leader */
+bool cl_lead_wanted(const char *conductor);
+/* after cl_ev_start; 0 when not wanted */
+int cl_lead_start(struct kvfsd_cluster *c,
+		  const struct kvfsd_cluster_config *cfg);
+void cl_lead_stop(struct kvfsd_cluster *c);
+
+/* kvfsd_handoff.c: the queue and workers that pull what FETCH frames
+ * name (c->ho); a stream opens with a RESET in "-fetch" only when they
+ * run.  attach starts reading FETCH frames on a new connection (key: the
+ * handshake's receiving key, NULL on a plain stream), detach stops that
+ * before the connection closes; the event thread calls both. */
+int cl_ho_start(struct kvfsd_cluster *c);
+void cl_ho_stop(struct kvfsd_cluster *c);
+int cl_ho_attach(struct kvfsd_cluster *c, int fd, uint16_t node,
+		 const uint8_t *key);
+void cl_ho_detach(struct kvfsd_cluster *c);
+/* the reader saw the connection end or break: reconnect */
+bool cl_ho_broken(struct kvfsd_cluster *c);
 
 #endif /* KVFS_FUSE_CLUSTER_INT_H */

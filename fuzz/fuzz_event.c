@@ -6,7 +6,10 @@
  * with a RESET; with its bit 7 set, every frame-shaped run of the rest
  * gets its CRC-32C fixed first, so that the fuzzer reaches the checks
  * after the CRC.  Every record the decoder hands out must be one the
- * format allows, and a refused stream must stay refused.
+ * format allows, and a refused stream must stay refused.  The same bytes
+ * then go, whole, to the FETCH frame's checks (event.h, "FETCH"), its
+ * CRC fixed the same way: a frame they accept must be one the format
+ * allows, of the length its header says.
  */
 #include "config.h"
 
@@ -63,6 +66,29 @@ static void fix_crcs(uint8_t *p, size_t len)
 	}
 }
 
+/* the FETCH frame's checks on p[0..len) */
+static void fetch(uint8_t *p, size_t len, bool fix)
+{
+	struct sched_fe fe;
+	long n;
+
+	if (len < SCHED_FE_HDR)
+		return;
+	n = sched_fe_frame_len(p);
+	if (n > 0 && fix && (size_t)n <= len)
+		kv_put_le32(p + n - SCHED_EV_CRC,
+			    kvfs_crc32c(0, p, (size_t)n - SCHED_EV_CRC));
+	if (n > 0 && (size_t)n < len)
+		len = (size_t)n;
+	if (sched_fe_decode(p, len, &fe) < 0)
+		return;
+	if ((long)len != n || fe.count == 0 ||
+	    fe.count > SCHED_FE_MAX_RECORDS || fe.ns_len == 0 ||
+	    memchr(fe.ns, '/', fe.ns_len) || memchr(fe.ns, 0, fe.ns_len) ||
+	    sched_fe_frame_size(fe.ns_len, fe.count) != len)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -93,6 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = r;
 	}
 	sched_ev_decoder_release(&d);
+	memcpy(buf, data + 1, size - 1);
+	fetch(buf, size - 1, data[0] & 0x80);
 	free(buf);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvstore/elect.h"
 #include "sched/cli.h"
 #include "src/common/cli.h"
 #include "src/common/clock.h"
@@ -27,13 +28,20 @@
 #define DEF_LISTEN "127.0.0.1:7400"
 #define DEF_POLICY "lookahead"
 #define TOKEN_MAX 4096 /* bytes of a token file */
+/* --kv-events: as many engines as serve_kvev.c takes */
+#define KV_EVENTS_MAX 64
 
 struct serve_args {
 	const char *listen, *events, *config, *policy, *reject, *token_file;
-	const char *secret_file;
+	const char *secret_file, *handoff;
 	uint64_t nprefill, ndecode, max_body, http_conns, http_per_ip;
 	double slo_ttft, slo_tbt; /* < 0: not given */
 	double http_timeout, ev_hello, ev_idle, request_ttl;
+	const char *election; /* etcd[s]://.../NAME */
+	uint64_t election_ttl;
+	struct kv_etcd_auth etcd;
+	const char *kv_events[KV_EVENTS_MAX]; /* --kv-events SPECs */
+	unsigned nkv_events;
 };
 
 static const char serve_usage[] =
@@ -43,7 +51,9 @@ static const char serve_usage[] =
 	"         [--max-body BYTES] [--token-file PATH] [--http-timeout S]\n"
 	"         [--http-max-conns N] [--http-per-ip N]\n"
 	"         [--events-hello-timeout S] [--events-idle-timeout S]\n"
-	"         [--request-ttl S] [--secret-file PATH]\n"
+	"         [--request-ttl S] [--secret-file PATH] [--handoff on|off]\n"
+	"         [--election URL [--election-ttl S] [ETCD OPTIONS]]\n"
+	"         [--kv-events SPEC]...\n"
 	"\n"
 	"The conductor daemon: schedules requests over HTTP (POST "
 	"/v1/schedule,\n"
@@ -52,6 +62,8 @@ static const char serve_usage[] =
 	"block events on a TCP port.  Prints \"listen ADDR:PORT\" (and "
 	"\"events\n"
 	"ADDR:PORT\") on standard output once it serves; port 0 picks one.\n"
+	"With --policy queue, prefill engines ask POST /v1/next for their\n"
+	"next request and report chunks to POST /v1/progress.\n"
 	"\n"
 	"  -l, --listen ADDR:PORT  HTTP address, IPv4 (default "
 	"127.0.0.1:7400)\n"
@@ -87,19 +99,34 @@ static const char serve_usage[] =
 	"its\n"
 	"                          last call is forgotten; 0: never (default "
 	"600)\n"
+	"      --election URL      campaign for leader of the conductors of\n"
+	"                          etcd[s]://HOST:PORT[,HOST:PORT...]/NAME; a\n"
+	"                          standby answers 503 with the leader's "
+	"address\n"
+	"      --election-ttl S    the leader's etcd lease, seconds (default "
+	"3)\n"
 	"      --secret-file PATH  the cluster secret: event streams must\n"
 	"                          authenticate with it (default: none, "
-	"plain)\n";
+	"plain)\n"
+	"      --handoff on|off    have the decode node pull the blocks the\n"
+	"                          prefill node seals (default on)\n"
+	"      --kv-events SPEC    subscribe to a vLLM engine's KV events,\n"
+	"                          SPEC: ENDPOINT,node=N[,replay=ENDPOINT]\n"
+	"                          [,model=M][,block-size=B][,instance=ID]\n"
+	"                          [,topic=T]; repeatable\n";
 
 void kvc_serve_usage(FILE *f)
 {
 	fputs(serve_usage, f);
+	fputs(kvc_etcd_usage, f);
 }
 
 enum {
 	OPT_SLO_TTFT = 256,
 	OPT_SLO_TBT,
 	OPT_MAX_BODY,
+	OPT_ELECTION,
+	OPT_ELECTION_TTL,
 	OPT_TOKEN_FILE,
 	OPT_HTTP_TIMEOUT,
 	OPT_HTTP_CONNS,
@@ -108,6 +135,8 @@ enum {
 	OPT_EV_IDLE,
 	OPT_REQUEST_TTL,
 	OPT_SECRET_FILE,
+	OPT_HANDOFF,
+	OPT_KV_EVENTS,
 };
 
 static const struct option serve_opts[] = {
@@ -128,7 +157,12 @@ static const struct option serve_opts[] = {
 	{ "events-hello-timeout", required_argument, NULL, OPT_EV_HELLO },
 	{ "events-idle-timeout", required_argument, NULL, OPT_EV_IDLE },
 	{ "request-ttl", required_argument, NULL, OPT_REQUEST_TTL },
+	{ "election", required_argument, NULL, OPT_ELECTION },
+	{ "election-ttl", required_argument, NULL, OPT_ELECTION_TTL },
+	KVC_ETCD_OPTS,
 	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
+	{ "handoff", required_argument, NULL, OPT_HANDOFF },
+	{ "kv-events", required_argument, NULL, OPT_KV_EVENTS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -142,6 +176,22 @@ static int parse_limit(struct serve_args *a, int c, char **argv)
 		return 0;
 	case OPT_SECRET_FILE:
 		a->secret_file = optarg;
+		return 0;
+	case OPT_HANDOFF:
+		if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+			cli_usage_error(CMD, "--handoff: '%s' is not on or off",
+					optarg);
+			return -EINVAL;
+		}
+		a->handoff = optarg;
+		return 0;
+	case OPT_KV_EVENTS:
+		if (a->nkv_events == KV_EVENTS_MAX) {
+			cli_usage_error(CMD, "--kv-events: at most %d engines",
+					KV_EVENTS_MAX);
+			return -EINVAL;
+		}
+		a->kv_events[a->nkv_events++] = optarg;
 		return 0;
 	case OPT_HTTP_TIMEOUT:
 		return cli_parse_double(CMD, "--http-timeout", optarg, 0, false,
@@ -162,6 +212,8 @@ static int parse_limit(struct serve_args *a, int c, char **argv)
 		return cli_parse_double(CMD, "--request-ttl", optarg, 0, true,
 					1e9, &a->request_ttl);
 	}
+	if (kvc_etcd_opt(&a->etcd, c, optarg))
+		return 0;
 	return cli_bad_option(CMD, c, argv) ? -EINVAL : 0;
 }
 
@@ -198,12 +250,24 @@ static int parse_opt(struct serve_args *a, int c, char **argv)
 	case OPT_MAX_BODY:
 		return cli_parse_u64(CMD, "--max-body", optarg, 64, 1u << 30,
 				     &a->max_body);
+	case OPT_ELECTION:
+		a->election = optarg;
+		return 0;
+	case OPT_ELECTION_TTL:
+		return cli_parse_u64(CMD, "--election-ttl", optarg, 2,
+				     KV_ELECT_TTL_MAX, &a->election_ttl);
 	}
 	return parse_limit(a, c, argv);
 }
 
 static int check_args(const struct serve_args *a)
 {
+	if (a->election_ttl && !a->election) {
+		cli_usage_error(CMD, "--election-ttl needs --election");
+		return -EINVAL;
+	}
+	if (kvc_etcd_check(CMD, "--election", a->election, &a->etcd) < 0)
+		return -EINVAL;
 	if (!a->nprefill != !a->ndecode) {
 		cli_usage_error(CMD, "--prefill and --decode go together");
 		return -EINVAL;
@@ -384,6 +448,7 @@ static int srv_init(struct srv *srv, const struct serve_args *a)
 	srv->ev_hello = a->ev_hello;
 	srv->ev_idle = a->ev_idle;
 	srv->request_ttl = a->request_ttl;
+	srv->handoff = !a->handoff || !strcmp(a->handoff, "on");
 	srv->start_ns = kvfs_mono_ns();
 	srv->pol = sched_policy_find(a->policy);
 	if (!srv->pol) {
@@ -392,13 +457,21 @@ static int srv_init(struct srv *srv, const struct serve_args *a)
 	}
 	if (build_config(a, &srv->cfg) < 0)
 		return -EINVAL;
+	if (srv->handoff &&
+	    srv_ho_create(SRV_HO_MAX_REQS, SRV_HO_MAX_KEYS, &srv->ho) < 0) {
+		cli_fail(CMD, -ENOMEM, "handoff");
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&srv->lock, NULL);
 	return 0;
 }
 
 static void srv_release(struct srv *srv)
 {
+	srv_kvev_stop(srv); /* its thread uses the scheduler */
+	srv_q_free(srv);
 	sched_destroy(srv->s);
+	srv_ho_destroy(srv->ho);
 	free(srv->pf_node);
 	free(srv->dc_node);
 	if (srv->token) {
@@ -440,6 +513,28 @@ static void print_bound(const char *what, const char *spec, int fd)
 	const char *colon = strrchr(spec, ':');
 
 	printf("%s %.*s:%u\n", what, (int)(colon - spec), spec, srv_port(fd));
+}
+
+/* --election: campaign with the addresses as print_bound says them */
+static int elect_start(struct srv *srv, const struct serve_args *a, int http_fd)
+{
+	char http[300], events[300] = "";
+	const char *colon = strrchr(a->listen, ':');
+	int rc;
+
+	snprintf(http, sizeof(http), "%.*s:%u", (int)(colon - a->listen),
+		 a->listen, srv_port(http_fd));
+	if (srv->ev_fd >= 0) {
+		colon = strrchr(a->events, ':');
+		snprintf(events, sizeof(events), "%.*s:%u",
+			 (int)(colon - a->events), a->events,
+			 srv_port(srv->ev_fd));
+	}
+	rc = srv_elect_start(srv, a->election, &a->etcd,
+			     (uint32_t)a->election_ttl, http, events);
+	if (rc < 0)
+		cli_fail(CMD, rc, "--election %s", a->election);
+	return rc;
 }
 
 static int open_listeners(const struct serve_args *a, int *http_fd, int *ev_fd)
@@ -485,9 +580,13 @@ static int run(struct srv *srv, const struct serve_args *a)
 			goto out_close;
 		}
 	}
+	/* before HTTP: its threads read srv->el, set once from here on */
+	if (a->election && elect_start(srv, a, http_fd) < 0)
+		goto out_stop_events;
 	rc = srv_http_start(srv, http_fd, &h);
 	if (rc < 0) {
 		cli_fail(CMD, rc, "HTTP daemon on %s", a->listen);
+		srv_elect_stop(srv);
 		goto out_stop_events;
 	}
 	warn_open(a);
@@ -503,8 +602,12 @@ static int run(struct srv *srv, const struct serve_args *a)
 			break;
 		srv_expire(srv);
 	}
+	/* resign first: a standby takes over while this one winds down */
+	srv_elect_resign(srv);
+	srv_q_stop(srv);  /* ends /v1/next's long polls */
 	srv_http_stop(h); /* closes http_fd */
 	srv_events_stop(srv);
+	srv_elect_stop(srv);
 	if (srv->ev_fd >= 0)
 		close(srv->ev_fd);
 	return CLI_EXIT_OK;
@@ -516,6 +619,28 @@ out_close:
 	if (srv->ev_fd >= 0)
 		close(srv->ev_fd);
 	return CLI_EXIT_FAIL;
+}
+
+/* --kv-events: every engine subscribed to, or a CLI_EXIT_* code */
+static int subscribe(struct srv *srv, const struct serve_args *a)
+{
+	const char *msg;
+	int rc;
+
+	for (unsigned i = 0; i < a->nkv_events; i++) {
+		rc = srv_kvev_add_spec(srv, a->kv_events[i], &msg);
+		if (rc == -EINVAL) {
+			cli_usage_error(CMD, "--kv-events %s: %s",
+					a->kv_events[i], msg);
+			return CLI_EXIT_USAGE;
+		}
+		if (rc < 0) {
+			cli_fail(CMD, 0, "--kv-events %s: %s", a->kv_events[i],
+				 msg);
+			return CLI_EXIT_FAIL;
+		}
+	}
+	return 0;
 }
 
 int kvc_serve_main(int argc, char **argv)
@@ -545,7 +670,9 @@ int kvc_serve_main(int argc, char **argv)
 			return CLI_EXIT_FAIL;
 		}
 	}
-	rc = run(&srv, &a);
+	rc = subscribe(&srv, &a);
+	if (rc == 0)
+		rc = run(&srv, &a);
 	srv_release(&srv);
 	return rc;
 }

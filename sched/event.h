@@ -58,6 +58,37 @@
  *
  * and the node id of every frame must be the authenticated one (as a
  * number): one node id per authenticated peer.
+ *
+ * FETCH (conductor -> kvfsd, on the same connection, the other way): the
+ * prefill-to-decode handoff (kvconductor(8) HANDOFF).  The conductor asks
+ * the stream's node to pull blocks another node (src) sealed, so that a
+ * decode instance there finds them local.  A kvfsd that takes FETCH
+ * frames says so by sending its opening RESET in the namespace
+ * SCHED_EV_NS_FETCH ("-fetch") instead of "-": a RESET applies to every
+ * namespace, so a conductor that predates FETCH ignores the name, and a
+ * conductor sends FETCH only to a stream that opened so (older kvfsd
+ * never read what comes back).
+ *
+ *   offset  size         field
+ *   0       4            magic "KVFE" (4b 56 46 45)
+ *   4       1            version, 1
+ *   5       1            flags, 0 (anything else: the frame is refused)
+ *   6       2            node id of the recipient (the stream's node)
+ *   8       8            seq: FETCH frames sent on this stream before
+ *   16      2            src: node id of the node that holds the blocks
+ *   18      2            count of hashes, 1..SCHED_FE_MAX_RECORDS (256)
+ *   20      1            ns_len, 1..255
+ *   21      3            reserved, 0
+ *   24      ns_len       namespace name (kvfs(7) rules, no NUL)
+ *   24+ns   32 * count   block hashes
+ *   end     4            CRC-32C of every byte before it
+ *
+ * seq starts at 0 on every connection and grows by one; a kvfsd closes
+ * the connection on a frame that fails its checks (and resyncs, as after
+ * any break).  On an authenticated stream each FETCH frame travels as a
+ * sealed record as above, tagged under the conductor's sending key (the
+ * kvfsd's receiving key of the same handshake).  FETCH frames are hints
+ * too: a kvfsd whose queue is full drops them and counts the drop.
  */
 #ifndef KVFS_SCHED_EVENT_H
 #define KVFS_SCHED_EVENT_H
@@ -80,6 +111,18 @@
 /* the largest sealed record's frame: SCHED_EV_MAX_RECORDS of them */
 #define SCHED_EV_SEALED_MAX                                                    \
 	(SCHED_EV_HDR + 255 + SCHED_EV_REC * SCHED_EV_MAX_RECORDS +            \
+	 SCHED_EV_CRC)
+
+/* FETCH frames (above) */
+#define SCHED_FE_MAGIC "KVFE"
+#define SCHED_FE_VERSION 1
+#define SCHED_FE_HDR 24
+#define SCHED_FE_MAX_RECORDS 256u
+/* the namespace of the RESET frame of a stream that takes FETCH */
+#define SCHED_EV_NS_FETCH "-fetch"
+/* the largest FETCH frame */
+#define SCHED_FE_FRAME_MAX                                                     \
+	(SCHED_FE_HDR + 255 + KVFS_HASH_LEN * SCHED_FE_MAX_RECORDS +           \
 	 SCHED_EV_CRC)
 
 enum sched_ev_op {
@@ -151,6 +194,46 @@ void sched_ev_decoder_release(struct sched_ev_decoder *d);
  */
 int sched_ev_feed(struct sched_ev_decoder *d, const void *data, size_t len,
 		  sched_ev_fn fn, void *arg);
+
+/* ---- FETCH frames (event_fetch.c) -------------------------------------- */
+
+/* one decoded FETCH frame; ns and hashes point into the frame's bytes */
+struct sched_fe {
+	uint16_t node, src;
+	uint64_t seq;
+	const char *ns; /* ns_len bytes, not NUL-terminated */
+	uint8_t ns_len;
+	uint32_t count;
+	const uint8_t *hashes; /* count * KVFS_HASH_LEN bytes */
+};
+
+static inline size_t sched_fe_frame_size(size_t ns_len, uint32_t count)
+{
+	return SCHED_FE_HDR + ns_len + (size_t)count * KVFS_HASH_LEN +
+	       SCHED_EV_CRC;
+}
+
+/*
+ * Write one FETCH frame of count hashes (count * KVFS_HASH_LEN bytes)
+ * into buf (cap bytes).  Returns its size, -ENOSPC when cap is short,
+ * -EINVAL for an invalid namespace or a count out of
+ * 1..SCHED_FE_MAX_RECORDS.
+ */
+long sched_fe_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
+		     uint16_t src, const char *ns, const uint8_t *hashes,
+		     uint32_t count);
+/*
+ * The size of the frame whose first SCHED_FE_HDR bytes are at hdr, from
+ * its header's own checks: -EBADMSG (magic, flags, reserved, count,
+ * ns_len), -EPROTONOSUPPORT (another version).
+ */
+long sched_fe_frame_len(const void *hdr);
+/*
+ * Check the whole frame of len bytes at buf (its header, CRC and
+ * namespace) and describe it in *out.  0, -EBADMSG (a bad frame, or len
+ * not its size), -EPROTONOSUPPORT.
+ */
+int sched_fe_decode(const void *buf, size_t len, struct sched_fe *out);
 
 struct sched;
 

@@ -153,12 +153,13 @@ unsigned srv_port(int fd)
 
 void srv_expire(struct srv *srv)
 {
-	if (srv->request_ttl <= 0)
-		return;
 	pthread_mutex_lock(&srv->lock);
-	if (srv->s)
+	if (srv->s && srv->request_ttl > 0)
 		srv->c.expired +=
 			sched_expire(srv->s, srv_now(srv), srv->request_ttl);
+	if (srv->ho)
+		srv->c.ho_expired +=
+			srv_ho_expire(srv->ho, srv_now(srv), SRV_HO_TTL);
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -180,6 +181,7 @@ struct ev_conn {
 	char peer[INET_ADDRSTRLEN + 8];
 	struct sched_ev_decoder dec;
 	struct ev_auth *au; /* with --secret-file: the handshake and records */
+	struct srv_fe_out fe; /* FETCH frames to it (serve_handoff.c) */
 };
 
 /*
@@ -194,6 +196,7 @@ struct ev_auth {
 	enum ev_auth_state state;
 	struct kv_auth a;
 	struct kv_tagger tag;
+	struct kv_tagger stag; /* our FETCH frames' (event.h, "FETCH") */
 	uint16_t node;
 	uint8_t *buf;
 	size_t len, cap;
@@ -203,8 +206,10 @@ static void ev_auth_free(struct ev_auth *au)
 {
 	if (!au)
 		return;
-	if (au->state == EVA_RECORDS)
+	if (au->state == EVA_RECORDS) {
 		kv_tagger_fini(&au->tag);
+		kv_tagger_fini(&au->stag);
+	}
 	free(au->buf);
 	free(au);
 }
@@ -218,6 +223,7 @@ struct ev_loop {
 	uint64_t log_ns;     /* last refusal logged */
 	uint64_t log_missed; /* refusals not logged since */
 	uint8_t buf[EV_READ_BUF];
+	struct srv_fe_stage stage; /* the handoff's fetches of a feed */
 };
 
 /*
@@ -244,6 +250,7 @@ static void stream_over(struct ev_loop *l, uint32_t i)
 	pthread_mutex_lock(&srv->lock);
 	if (srv->s)
 		sched_node_reset(srv->s, d->node);
+	srv_kvev_node_reset(srv, d->node); /* the engines' blocks stay */
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -253,6 +260,7 @@ static void conn_close(struct ev_loop *l, uint32_t i)
 	close(l->conn[i].fd);
 	sched_ev_decoder_release(&l->conn[i].dec);
 	ev_auth_free(l->conn[i].au);
+	srv_fe_release(&l->conn[i].fe);
 	l->conn[i] = l->conn[--l->n];
 }
 
@@ -359,6 +367,7 @@ static void accept_one(struct ev_loop *l)
 	c->fd = fd;
 	c->since_ns = c->last_ns = kvfs_mono_ns();
 	peer_name(fd, c->peer, sizeof(c->peer));
+	memset(&c->fe, 0, sizeof(c->fe));
 	sched_ev_decoder_init(&c->dec);
 	c->dec.reset_first = true;
 	count(l->srv, &l->srv->c.ev_conns);
@@ -403,19 +412,60 @@ static int ev_sweep(struct ev_loop *l)
 	return (int)((next - now + 999999) / 1000000);
 }
 
-/* the events of an authenticated stream: only its own node's */
-struct bound {
-	void *sched;
-	uint16_t node;
+/* the newest stream of node that takes FETCH frames, for the handoff */
+static struct srv_fe_out *fe_find(void *arg, uint16_t node,
+				  struct kv_tagger **tag)
+{
+	struct ev_loop *l = arg;
+	struct ev_conn *best = NULL;
+
+	for (uint32_t i = 0; i < l->n; i++) {
+		struct ev_conn *c = &l->conn[i];
+
+		if (c->dec.started && !c->dec.err && c->dec.node == node &&
+		    c->fe.ok && (!best || c->since_ns > best->since_ns))
+			best = c;
+	}
+	if (best)
+		*tag = best->au ? &best->au->stag : NULL;
+	return best ? &best->fe : NULL;
+}
+
+struct feed {
+	struct ev_loop *l;
+	struct ev_conn *c;
 };
 
-static int apply_bound(void *arg, const struct sched_ev *ev)
+/* each record of a stream, under the lock: an authenticated stream's
+ * only for its own node; then the index, and the handoff's fetches */
+static int feed_one(void *arg, const struct sched_ev *ev)
 {
-	const struct bound *b = arg;
+	const struct feed *f = arg;
+	struct srv *srv = f->l->srv;
+	const size_t flen = strlen(SCHED_EV_NS_FETCH);
+	uint16_t dst[SCHED_MAX_INSTANCES]; /* every decode node, at most */
+	uint32_t n;
+	int rc;
 
-	if (ev->node != b->node)
+	if (f->c->au && ev->node != f->c->au->node)
 		return -EPERM;
-	return sched_ev_apply(b->sched, ev);
+	rc = sched_ev_apply(srv->s, ev);
+	if (rc < 0)
+		return rc;
+	if (ev->op == SCHED_EV_RESET) {
+		srv_kvev_node_reset(srv, ev->node); /* the engines' stay */
+		f->c->fe.ok = ev->ns_len == flen &&
+			      !memcmp(ev->ns, SCHED_EV_NS_FETCH, flen);
+	} else if (ev->op == SCHED_EV_INSERT && srv->ho) {
+		n = srv_ho_sealed(srv->ho, ev->node,
+				  sched_key_from_hash(ev->hash), dst,
+				  SCHED_MAX_INSTANCES);
+		if (n)
+			srv_fe_stage_add(&f->l->stage, fe_find, f->l, &srv->c,
+					 ev->node, ev->ns, ev->ns_len, dst, n,
+					 ev->hash);
+	}
+	return 0;
 }
 
 /* feed n bytes at p to c's decoder; false: close the stream */
@@ -424,7 +474,7 @@ static bool conn_feed(struct ev_loop *l, struct ev_conn *c, const void *p,
 {
 	struct srv *srv = l->srv;
 	uint64_t frames, records;
-	struct bound b;
+	struct feed f = { .l = l, .c = c };
 	int rc;
 
 	pthread_mutex_lock(&srv->lock);
@@ -435,10 +485,9 @@ static bool conn_feed(struct ev_loop *l, struct ev_conn *c, const void *p,
 	}
 	frames = c->dec.frames;
 	records = c->dec.records;
-	b.sched = srv->s;
-	b.node = c->au ? c->au->node : 0;
-	rc = sched_ev_feed(&c->dec, p, n, c->au ? apply_bound : sched_ev_apply,
-			   c->au ? (void *)&b : srv->s);
+	rc = sched_ev_feed(&c->dec, p, n, feed_one, &f);
+	if (l->stage.n)
+		srv_fe_stage_flush(&l->stage, fe_find, l, &srv->c);
 	srv->c.ev_frames += c->dec.frames - frames;
 	srv->c.ev_records += c->dec.records - records;
 	/* the stream is closed, and its node's blocks forgotten, by
@@ -531,6 +580,11 @@ static long auth_step(struct ev_loop *l, struct ev_conn *c, const char **why)
 				rc = kv_auth_keys(&au->a, keys[0], keys[1]);
 			if (rc == 0)
 				rc = kv_tagger_init(&au->tag, keys[1]);
+			if (rc == 0) {
+				rc = kv_tagger_init(&au->stag, keys[0]);
+				if (rc < 0)
+					kv_tagger_fini(&au->tag);
+			}
 			explicit_bzero(keys, sizeof(keys));
 			memset(&out, 0, sizeof(out));
 			out.type = KV_WIRE_AUTH_OK;
@@ -628,19 +682,33 @@ static void *ev_main(void *arg)
 		p[0] = (struct pollfd){ .fd = l->srv->wake[0],
 					.events = POLLIN };
 		p[1] = (struct pollfd){ .fd = l->srv->ev_fd, .events = POLLIN };
-		for (uint32_t i = 0; i < n; i++)
-			p[i + 2] = (struct pollfd){ .fd = l->conn[i].fd,
-						    .events = POLLIN };
+		for (uint32_t i = 0; i < n; i++) {
+			const struct srv_fe_out *o = &l->conn[i].fe;
+
+			p[i + 2] = (struct pollfd){
+				.fd = l->conn[i].fd,
+				.events =
+					POLLIN | (o->off < o->len ? POLLOUT : 0)
+			};
+		}
 		if (poll(p, n + 2, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents)
 			break;
-		/* backwards: conn_close moves the last stream into i */
+		/* backwards: conn_close moves the last stream into i; and
+		 * POLLOUT alone is for the send below (a read would block) */
 		for (uint32_t i = n; i-- > 0;)
-			if (p[i + 2].revents && !conn_read(l, &l->conn[i]))
+			if ((p[i + 2].revents & ~POLLOUT) &&
+			    !conn_read(l, &l->conn[i]))
 				conn_close(l, i);
 		if (p[1].revents & POLLIN)
 			accept_one(l);
+		/* FETCH frames the reads made due, or that waited for
+		 * room: as much as each socket takes now */
+		for (uint32_t i = l->n; i-- > 0;)
+			if (l->conn[i].fe.off < l->conn[i].fe.len &&
+			    srv_fe_send(&l->conn[i].fe, l->conn[i].fd) < 0)
+				conn_close(l, i);
 	}
 	while (l->n)
 		conn_close(l, l->n - 1);

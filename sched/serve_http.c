@@ -128,11 +128,16 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn,
 					    MHD_RESPMEM_MUST_COPY);
 	json_object_put(a->json);
 	free(a->text);
-	if (!r)
+	if (!r) {
+		free(a->leader);
 		return MHD_NO;
+	}
 	MHD_add_response_header(r, "Content-Type", type);
 	if (hdr)
 		MHD_add_response_header(r, hdr, hval);
+	if (a->leader)
+		MHD_add_response_header(r, "X-Kvfs-Leader", a->leader);
+	free(a->leader);
 	rc = MHD_queue_response(conn, a->status, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -160,6 +165,10 @@ static void h_instances(struct srv *srv, struct json_object *o,
 	const char *msg;
 	int rc;
 
+	if (!srv_leading(srv)) {
+		srv_standby_answer(srv, a);
+		return;
+	}
 	if (srv_body_nodes(srv_body_array(o, "prefill"), pf, &np, &msg) < 0 ||
 	    srv_body_nodes(srv_body_array(o, "decode"), dc, &nd, &msg) < 0) {
 		answer_error(a, ST_BAD, msg, NULL);
@@ -213,6 +222,8 @@ static void decision_json(const struct sched_decision *d, struct srv_answer *a)
 			       json_object_new_double(d->est_ttft));
 	json_object_object_add(j, "est_tbt_s",
 			       json_object_new_double(d->est_tbt));
+	if (d->held) /* the instance learns it from POST /v1/next */
+		json_object_object_add(j, "held", json_object_new_boolean(1));
 }
 
 /* under the lock: decide, count */
@@ -225,11 +236,19 @@ static int schedule_locked(struct srv *srv, const struct sched_body *q,
 			       .output_tokens = q->output };
 	int rc;
 
+	/* here, under the lock: a lease that ran out while the body was
+	 * parsed stops this decision */
+	if (!srv_leading(srv))
+		return -EREMOTE;
 	if (!srv->s)
 		return -EAGAIN;
 	rc = sched_schedule(srv->s, &r, srv_now(srv), d);
 	if (rc == 0)
 		srv->c.requests++;
+	if (rc == 0 && srv->ho && d->verdict == SCHED_ACCEPT && !d->held)
+		srv_handoff_add(srv, d, q->keys, q->nkeys);
+	if (rc == 0 && d->held && d->verdict == SCHED_ACCEPT)
+		srv_q_kick(srv);
 	return rc;
 }
 
@@ -250,7 +269,9 @@ static void h_schedule(struct srv *srv, struct json_object *o,
 	pthread_mutex_lock(&srv->lock);
 	rc = schedule_locked(srv, &q, &d);
 	pthread_mutex_unlock(&srv->lock);
-	if (rc == -EAGAIN)
+	if (rc == -EREMOTE)
+		srv_standby_answer(srv, a);
+	else if (rc == -EAGAIN)
 		answer_error(a, ST_UNAVAILABLE, "no instances yet", NULL);
 	else if (rc < 0)
 		answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD,
@@ -283,7 +304,11 @@ static int complete_locked(struct srv *srv, uint64_t id, bool prefill)
 	} else {
 		rc = sched_complete(srv->s, id, srv_now(srv));
 		srv->c.completed += rc == 0;
+		if (srv->ho)
+			srv_ho_forget(srv->ho, id);
 	}
+	if (rc == 0)
+		srv_q_kick(srv); /* an instance may be free */
 	return rc;
 }
 
@@ -295,6 +320,10 @@ static void h_complete(struct srv *srv, struct json_object *o,
 	uint64_t id;
 	int rc;
 
+	if (!srv_leading(srv)) {
+		srv_standby_answer(srv, a);
+		return;
+	}
 	if (srv_body_complete(o, &id, &prefill, &msg) < 0) {
 		answer_error(a, ST_BAD, msg, NULL);
 		return;
@@ -347,6 +376,9 @@ static const struct route routes[] = {
 	{ "/v1/instances", "POST", h_instances },
 	{ "/v1/schedule", "POST", h_schedule },
 	{ "/v1/complete", "POST", h_complete },
+	{ "/v1/next", "POST", srv_next_post },
+	{ "/v1/progress", "POST", srv_progress_post },
+	{ "/v1/kv-events", "POST", srv_kvev_post },
 	{ "/v1/stats", "GET", h_stats },
 	{ "/metrics", "GET", h_metrics },
 };

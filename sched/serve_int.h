@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sched/event.h"
 #include "sched/sched.h"
@@ -81,7 +82,16 @@ struct srv_counters {
 	uint64_t http_unauthorized; /* 401 answers */
 	uint64_t http_timeouts;	    /* requests not in whole in time */
 	uint64_t http_evicted;	    /* connections closed for a newer one */
+	/* the handoff (serve_handoff.c) */
+	uint64_t ho_requests;	  /* requests whose blocks it waits for */
+	uint64_t ho_refused;	  /* requests past its caps: not handed off */
+	uint64_t ho_fetch_frames; /* FETCH frames queued to a stream */
+	uint64_t ho_fetch_blocks; /* block hashes in them */
+	uint64_t ho_dropped; /* blocks due with no FETCH stream or no room */
+	uint64_t ho_expired; /* requests forgotten by SRV_HO_TTL */
 };
+
+struct kv_elect;
 
 struct srv {
 	pthread_mutex_t lock;
@@ -94,6 +104,7 @@ struct srv {
 	struct srv_counters c;	     /* [lock] */
 	uint64_t start_ns;	     /* CLOCK_MONOTONIC at start */
 	size_t max_body;
+	struct kv_elect *el; /* --election; NULL: none, always the leader */
 
 	/* fixed after start */
 	char *token;	 /* the HTTP API's bearer token; NULL: none */
@@ -103,6 +114,10 @@ struct srv {
 	unsigned http_conns, http_per_ip;
 	double ev_hello, ev_idle; /* s; 0: no deadline */
 	double request_ttl;	  /* s; 0: requests never expire */
+	bool handoff;		  /* --handoff on */
+	struct srv_ho *ho;	  /* [lock] its books; NULL when off */
+	struct srv_kvev *kvev;	  /* [lock] vLLM's KV events; NULL: none */
+	struct srv_q *q; /* [lock] /v1/next's waiters (serve_queue.c) */
 
 	/* the event listener (serve.c) */
 	int ev_fd;   /* -1: no --events */
@@ -111,11 +126,90 @@ struct srv {
 	bool ev_running;
 };
 
+/*
+ * The prefill-to-decode handoff (serve_handoff.c; kvconductor(8)
+ * HANDOFF).  When /v1/schedule puts a request's prefill on node src and
+ * its decode on node dst != src, the request's block keys are remembered
+ * (srv_ho_add); an INSERT of one of them from src (srv_ho_sealed) makes
+ * a FETCH of it due on dst's event stream.  A request is forgotten at
+ * /v1/complete of its decode, once every block went, or SRV_HO_TTL after
+ * its schedule.  The caps bound the books (about 48 bytes a key).
+ */
+#define SRV_HO_TTL 120.0	   /* s: 4 times the default TTFT SLO */
+#define SRV_HO_MAX_REQS 65536u	   /* requests remembered at once */
+#define SRV_HO_MAX_KEYS (1u << 20) /* their keys in all */
+#define SRV_FE_OUT_MAX (1u << 20)  /* FETCH bytes waiting on one stream */
+#define SRV_FE_STAGE 1024u	   /* blocks staged before encoding */
+
+struct srv_ho;
+int srv_ho_create(size_t max_req, size_t max_keys, struct srv_ho **out);
+void srv_ho_destroy(struct srv_ho *h);
+/* 0 (also for src == dst or no keys: nothing to do), -EEXIST (id is
+ * there), -ENOSPC (past a cap), -ENOMEM */
+int srv_ho_add(struct srv_ho *h, uint64_t id, uint16_t src, uint16_t dst,
+	       const uint64_t *keys, uint32_t n, double now);
+/* node sealed key: the nodes that are to pull it, each once, at most max
+ * of them, in dst; the entries it matched are forgotten */
+uint32_t srv_ho_sealed(struct srv_ho *h, uint16_t node, uint64_t key,
+		       uint16_t *dst, uint32_t max);
+/* false: id was not there */
+bool srv_ho_forget(struct srv_ho *h, uint64_t id);
+/* forget the requests scheduled ttl or more before now; how many */
+uint64_t srv_ho_expire(struct srv_ho *h, double now, double ttl);
+void srv_ho_size(const struct srv_ho *h, size_t *reqs, size_t *keys);
+/* under the lock, after an accepted decision d of keys: remember them
+ * when its prefill and decode nodes differ, and count */
+void srv_handoff_add(struct srv *srv, const struct sched_decision *d,
+		     const uint64_t *keys, uint32_t n);
+
+/* a stream's FETCH frames on their way out, event thread only */
+struct srv_fe_out {
+	bool ok;      /* the stream opened with a RESET in "-fetch" */
+	uint64_t seq; /* FETCH frames queued on it so far */
+	uint8_t *buf; /* buf[off..len) is still to send */
+	size_t off, len, cap;
+};
+struct kv_tagger;
+/* one FETCH frame (a sealed record when tag is not NULL) appended; 0,
+ * -ENOBUFS (SRV_FE_OUT_MAX waiting already), -ENOMEM, -EINVAL */
+int srv_fe_put(struct srv_fe_out *o, struct kv_tagger *tag, uint16_t node,
+	       uint16_t src, const char *ns, const uint8_t *hashes, uint32_t n);
+/* send without blocking: 0 all sent, 1 some left (poll for POLLOUT),
+ * -errno */
+int srv_fe_send(struct srv_fe_out *o, int fd);
+void srv_fe_release(struct srv_fe_out *o);
+
+/* the fetches an INSERT frame made due, staged until the frame's end
+ * (or a change of source or namespace) and then encoded per stream */
+struct srv_fe_stage {
+	uint16_t src;
+	uint8_t ns_len;
+	char ns[KVFS_NS_MAX];
+	uint32_t n;
+	struct {
+		uint16_t dst;
+		uint8_t hash[KVFS_HASH_LEN];
+	} item[SRV_FE_STAGE];
+	uint8_t scratch[SCHED_FE_MAX_RECORDS][KVFS_HASH_LEN];
+};
+/* the output of node's stream that takes FETCH (and its sending tagger
+ * when authenticated), or NULL */
+typedef struct srv_fe_out *(*srv_fe_find_fn)(void *arg, uint16_t node,
+					     struct kv_tagger **tag);
+void srv_fe_stage_add(struct srv_fe_stage *st, srv_fe_find_fn find, void *arg,
+		      struct srv_counters *c, uint16_t src, const char *ns,
+		      uint8_t ns_len, const uint16_t *dst, uint32_t ndst,
+		      const uint8_t *hash);
+/* encode what is staged; counts frames, blocks and drops in c */
+void srv_fe_stage_flush(struct srv_fe_stage *st, srv_fe_find_fn find, void *arg,
+			struct srv_counters *c);
+
 /* seconds since start, the scheduler's `now` */
 double srv_now(const struct srv *srv);
 
-/* forget requests past request_ttl (sched_expire) and count them; takes
- * the lock.  main calls it about once a second. */
+/* forget requests past request_ttl (sched_expire), and the handoff's
+ * past SRV_HO_TTL, and count them; takes the lock.  main calls it about
+ * once a second. */
 void srv_expire(struct srv *srv);
 
 /*
@@ -176,6 +270,7 @@ struct srv_answer {
 	struct json_object *json;
 	char *text;
 	size_t len;
+	char *leader; /* malloc'd: the X-Kvfs-Leader header; NULL none */
 };
 
 /* GET /v1/stats and GET /metrics (serve_stats.c); they take the lock for
@@ -183,9 +278,64 @@ struct srv_answer {
 void srv_stats_json(struct srv *srv, struct srv_answer *a);
 void srv_metrics(struct srv *srv, struct srv_answer *a);
 
+/*
+ * Held queues (serve_queue.c; kvconductor(8) HELD QUEUES): POST /v1/next
+ * (an instance's long poll for its next request, CPP stages announced)
+ * and POST /v1/progress (chunk boundaries: continue or yield).
+ * srv_q_kick, under the lock, wakes the waiters after a change that can
+ * make a request runnable; srv_q_stop ends every wait (before the HTTP
+ * daemon stops); srv_q_free after.
+ */
+void srv_next_post(struct srv *srv, struct json_object *o,
+		   struct srv_answer *a);
+void srv_progress_post(struct srv *srv, struct json_object *o,
+		       struct srv_answer *a);
+void srv_q_kick(struct srv *srv);
+void srv_q_stop(struct srv *srv);
+void srv_q_free(struct srv *srv);
+
 /* the HTTP front end on a listening socket, which it then owns */
 struct srv_http;
 int srv_http_start(struct srv *srv, int fd, struct srv_http **out);
 void srv_http_stop(struct srv_http *h);
+
+/*
+ * --election (serve_elect.c; kvconductor(8) ELECTION).  The leader's
+ * record names http and events (HOST:PORT, events "" without --events).
+ * Only a leader answers /v1/schedule, /v1/complete and /v1/instances;
+ * srv_leading is checked under srv->lock right before a decision.
+ */
+struct kv_etcd_auth;
+int srv_elect_start(struct srv *srv, const char *url,
+		    const struct kv_etcd_auth *a, uint32_t ttl_s,
+		    const char *http, const char *events);
+void srv_elect_resign(struct srv *srv); /* HTTP may still ask the role */
+void srv_elect_stop(struct srv *srv);	/* after the HTTP daemon stopped */
+/* true without --election */
+bool srv_leading(struct srv *srv);
+/* a standby's answer: 503 with the leader's address (JSON and header) */
+void srv_standby_answer(struct srv *srv, struct srv_answer *a);
+/* role and leader: into GET /v1/stats, and as /metrics lines */
+void srv_elect_json(struct srv *srv, struct json_object *j);
+void srv_elect_metrics(struct srv *srv, FILE *f);
+
+/*
+ * vLLM's KV events (serve_kvev.c, kvev.h; serve_kvev_none.c without
+ * libzmq and msgpack-c; kvconductor(8) KV EVENTS).  An engine registered
+ * (--kv-events SPEC, or POST /v1/kv-events) is subscribed to at once; its
+ * blocks enter the index as its node's.  srv_kvev_node_reset is called
+ * under srv->lock after the node's blocks were dropped (a kvfsd stream
+ * ended or reset) and puts the engines' of that node back.  Stop it
+ * before the scheduler goes.
+ */
+struct srv_kvev;
+/* 0, or -errno with *msg: -EINVAL (SPEC), -EEXIST, -ENOSPC, -ENOTSUP */
+int srv_kvev_add_spec(struct srv *srv, const char *spec, const char **msg);
+void srv_kvev_post(struct srv *srv, struct json_object *o,
+		   struct srv_answer *a);
+void srv_kvev_node_reset(struct srv *srv, uint32_t node);
+void srv_kvev_stats_json(struct srv *srv, struct json_object *parent);
+void srv_kvev_metrics(struct srv *srv, FILE *f);
+void srv_kvev_stop(struct srv *srv);
 
 #endif /* KVFS_SCHED_SERVE_INT_H */

@@ -19,6 +19,8 @@ struct snap {
 	struct srv_counters c;
 	struct sched_load load;
 	uint64_t blocks;
+	bool handoff;
+	size_t ho_reqs, ho_keys; /* the handoff's books now */
 	uint32_t np, nd;
 	struct {
 		uint32_t node;
@@ -35,6 +37,9 @@ static void snap_locked(struct srv *srv, struct snap *sn)
 	sn->c = srv->c;
 	sn->np = srv->nprefill;
 	sn->nd = srv->ndecode;
+	sn->handoff = srv->ho != NULL;
+	if (srv->ho)
+		srv_ho_size(srv->ho, &sn->ho_reqs, &sn->ho_keys);
 	if (!srv->s)
 		return;
 	sched_get_load(srv->s, &sn->load);
@@ -96,6 +101,26 @@ static struct json_object *instances_json(const struct snap *sn, bool pf)
 	return arr;
 }
 
+/* "handoff": kvconductor(8) HANDOFF */
+static void handoff_fill(struct json_object *o, const struct snap *sn)
+{
+	struct json_object *h = json_object_new_object();
+
+	if (!h)
+		return;
+	json_object_object_add(h, "enabled",
+			       json_object_new_boolean(sn->handoff));
+	add_u64(h, "requests", sn->c.ho_requests);
+	add_u64(h, "refused", sn->c.ho_refused);
+	add_u64(h, "fetch_frames", sn->c.ho_fetch_frames);
+	add_u64(h, "fetch_blocks", sn->c.ho_fetch_blocks);
+	add_u64(h, "dropped", sn->c.ho_dropped);
+	add_u64(h, "expired", sn->c.ho_expired);
+	add_u64(h, "waiting_requests", sn->ho_reqs);
+	add_u64(h, "waiting_blocks", sn->ho_keys);
+	json_object_object_add(o, "handoff", h);
+}
+
 static void stats_fill(struct json_object *o, const struct snap *sn)
 {
 	struct json_object *rej = json_object_new_object(), *ev, *http;
@@ -128,6 +153,7 @@ static void stats_fill(struct json_object *o, const struct snap *sn)
 		add_u64(ev, "evicted", sn->c.ev_evicted);
 		json_object_object_add(o, "events", ev);
 	}
+	handoff_fill(o, sn);
 	http = json_object_new_object();
 	if (http) {
 		add_u64(http, "unauthorized", sn->c.http_unauthorized);
@@ -147,8 +173,11 @@ void srv_stats_json(struct srv *srv, struct srv_answer *a)
 	if (!sn)
 		return;
 	a->json = json_object_new_object();
-	if (a->json)
+	if (a->json) {
 		stats_fill(a->json, sn);
+		srv_elect_json(srv, a->json);
+		srv_kvev_stats_json(srv, a->json);
+	}
 	free(sn);
 }
 
@@ -232,6 +261,25 @@ static void metrics_counters(FILE *f, const struct snap *sn)
 	metrics_guards(f, sn);
 }
 
+static void metrics_handoff(FILE *f, const struct snap *sn)
+{
+	metric(f, "handoff_fetch_frames_total", "counter",
+	       "FETCH frames sent to decode nodes.");
+	fprintf(f, "kvconductor_handoff_fetch_frames_total %llu\n",
+		(unsigned long long)sn->c.ho_fetch_frames);
+	metric(f, "handoff_fetch_blocks_total", "counter",
+	       "Blocks decode nodes were asked to pull.");
+	fprintf(f, "kvconductor_handoff_fetch_blocks_total %llu\n",
+		(unsigned long long)sn->c.ho_fetch_blocks);
+	metric(f, "handoff_dropped_total", "counter",
+	       "Blocks due for a FETCH that found no stream or room.");
+	fprintf(f, "kvconductor_handoff_dropped_total %llu\n",
+		(unsigned long long)sn->c.ho_dropped);
+	metric(f, "handoff_waiting_blocks", "gauge",
+	       "Blocks of scheduled requests the handoff waits for.");
+	fprintf(f, "kvconductor_handoff_waiting_blocks %zu\n", sn->ho_keys);
+}
+
 static void metrics_gauges(FILE *f, const struct snap *sn)
 {
 	metric(f, "live_requests", "gauge", "Accepted, not completed.");
@@ -268,6 +316,9 @@ void srv_metrics(struct srv *srv, struct srv_answer *a)
 	if (f) {
 		metrics_counters(f, sn);
 		metrics_gauges(f, sn);
+		metrics_handoff(f, sn);
+		srv_elect_metrics(srv, f);
+		srv_kvev_metrics(srv, f);
 		if (fclose(f)) {
 			free(a->text);
 			a->text = NULL;

@@ -42,7 +42,8 @@ err2() {
 usage2() {
 	err2 usage "$@" || return 0
 	case ${1:-} in
-	replay | gen-trace | fit | bench | serve | help) pre="kvconductor $1" ;;
+	replay | gen-trace | fit | bench | serve | leader | help)
+		pre="kvconductor $1" ;;
 	*) pre=kvconductor ;;
 	esac
 	line=$(cat "$tmp/err")
@@ -75,6 +76,12 @@ usage2 replay --trace x --prefill 0
 usage2 replay --trace x --policy fastest
 usage2 replay --trace x --compare --policy load
 usage2 replay --trace x --reject sometimes
+usage2 replay --trace x --speed 2 --speeds 1,2
+usage2 replay --trace x --speeds 1,fast
+usage2 replay --trace x --set no_such_key=1
+usage2 replay --trace x --set cpp_max=9
+usage2 gen-trace --burst 0.5
+usage2 gen-trace --long-frac 0.1 --long-max 200000
 usage2 fit
 usage2 bench --blocks x
 usage2 gen-trace --follow 2
@@ -82,7 +89,15 @@ usage2 help no-such-command
 usage2 serve --prefill 2
 usage2 serve --policy fastest
 usage2 serve --reject sometimes
+usage2 serve --handoff maybe
 usage2 serve --max-body 1
+usage2 serve --election-ttl 5
+usage2 serve --election etcd://127.0.0.1/x
+usage2 serve --election etcd://127.0.0.1:2379/x --etcd-ca ca.pem
+usage2 serve --etcd-user u
+usage2 leader
+usage2 leader etcd://127.0.0.1:2379
+usage2 leader --etcd-user u etcd://127.0.0.1:2379/x
 usage2 fit --reject sometimes x.csv
 usage2 help replay fit
 
@@ -103,7 +118,7 @@ help0() {
 for h in -h --help; do
 	help0 'usage: kvconductor COMMAND' "$h"
 	help0 'usage: kvconductor COMMAND' help "$h"
-	for cmd in replay gen-trace fit bench serve; do
+	for cmd in replay gen-trace fit bench serve leader; do
 		help0 "usage: kvconductor $cmd " "$cmd" "$h"
 	done
 done
@@ -168,8 +183,18 @@ for cmd in replay gen-trace fit bench serve; do
 			"$tmp/man.$cmd" | grep '^[<>]' | tr '\n' ' ')"
 	fi
 done
+# leader has long options only
+help_opts leader >"$tmp/help.leader"
+man_opts leader >"$tmp/man.leader"
+if [ -s "$tmp/help.leader" ] && cmp -s "$tmp/help.leader" "$tmp/man.leader"
+then
+	ok "help leader and kvconductor(8) list the same options"
+else
+	bad "help leader and kvconductor(8) differ: $(diff "$tmp/help.leader" \
+		"$tmp/man.leader" | grep '^[<>]' | tr '\n' ' ')"
+fi
 for p in random round-robin load longest-prefix cache-aware \
-	kvcache-centric lookahead; do
+	kvcache-centric lookahead queue; do
 	if "$KVC" help replay | grep -q "^  $p " &&
 		grep -q "^\.It Cm $p\$" "$MAN"; then
 		ok "policy $p in help and kvconductor(8)"
@@ -200,6 +225,42 @@ if "$KVC" replay --trace - --prefill 2 --decode 2 <"$tmp/a.jsonl" |
 	ok "replay of standard input prints the table"
 else
 	bad "replay of standard input prints the table"
+fi
+# one table for a sweep: a row per speed and policy, kvcache-centric +0%
+npol=$("$KVC" help replay | sed -n '/^Policies:/,$p' | grep -c '^  [a-z]')
+"$KVC" replay --trace "$tmp/a.jsonl" --prefill 2 --decode 2 --compare \
+	--speeds 1,2 --set chunk_tokens=1024 >"$tmp/sw.out" 2>"$tmp/err"
+n1=$(grep -c '^1  *[a-z-]*  *[0-9]' "$tmp/sw.out" || :)
+n2=$(grep -c '^2  *[a-z-]*  *[0-9]' "$tmp/sw.out" || :)
+if [ "$npol" -ge 8 ] && [ "$n1" = "$npol" ] && [ "$n2" = "$npol" ] &&
+	grep -q '^2  *queue ' "$tmp/sw.out" &&
+	grep -q '^1  *kvcache-centric .* +0% ' "$tmp/sw.out"; then
+	ok "replay --compare --speeds 1,2: one table, $npol policies at each"
+else
+	bad "replay --compare --speeds 1,2 ($npol policies):" \
+		"$(cat "$tmp/sw.out" "$tmp/err")"
+fi
+# bursts: idle windows (a gap of 0.9 s or more at 10/s is e^-9 rare in
+# plain Poisson), the mean rate kept; a long tail: long prompts
+"$KVC" gen-trace --requests 400 --rate 10 --burst 4 --burst-window 1 \
+	--seed 2 >"$tmp/bu.jsonl"
+"$KVC" gen-trace --requests 400 --long-frac 0.2 --long-min 20000 \
+	--long-max 30000 --max-input 100000 >"$tmp/lo.jsonl"
+gaps() {
+	sed 's/.*"timestamp": \([0-9]*\).*/\1/' "$1" |
+		awk 'NR > 1 && $1 - p >= 900 { n++ } { p = $1 } END { print n + 0 }'
+}
+span=$(tail -n 1 "$tmp/bu.jsonl" | sed 's/.*"timestamp": \([0-9]*\).*/\1/')
+long=$(grep -c '"input_length": [2-9][0-9][0-9][0-9][0-9],' "$tmp/lo.jsonl" ||
+	:)
+if [ "$(gaps "$tmp/bu.jsonl")" -ge 3 ] && [ "$(gaps "$tmp/a.jsonl")" = 0 ] &&
+	[ "$span" -gt 20000 ] && [ "$span" -lt 80000 ] && [ "$long" -gt 40 ]
+then
+	ok "gen-trace --burst: idle gaps, $span ms for 400 at 10/s;" \
+		"--long-frac: $long long prompts"
+else
+	bad "gen-trace --burst ($(gaps "$tmp/bu.jsonl") gaps, $span ms)," \
+		"--long-frac ($long long prompts)"
 fi
 
 # ---- bad input -----------------------------------------------------------------

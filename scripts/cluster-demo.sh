@@ -58,27 +58,14 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cluster-demo.XXXXXX")
 PIDS=
 KPIDS=
-gone() { ! kill -0 "$1" 2>/dev/null; }
-wait_until() {
-	n=$1
-	shift
-	while [ "$n" -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+# wait_until, gone; etcd_start; conductor_start
+. "$top/tests/lib.sh"
+. "$top/tests/etcd_lib.sh"
+. "$top/tests/conductor_lib.sh"
 cleanup() {
 	rc=$?
 	set +e
-	for p in $KPIDS $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $KPIDS $PIDS; do wait_until 50 gone "$p" || kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for m in "$tmp"/mnt*; do
-		[ -d "$m" ] || continue
-		grep -q " $m fuse" /proc/mounts && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
-	done
+	cluster_stop $KPIDS $PIDS
 	rm -f /dev/shm/kvfs-cluster-demo-$$-*.pool
 	if [ "$rc" != 0 ]; then
 		for l in "$tmp"/*.log "$tmp"/*.err; do
@@ -93,26 +80,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-set -- $("$PY" -c '
-import socket
-ss=[socket.socket() for _ in range(6)]
-for s in ss: s.bind(("127.0.0.1",0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
+set -- $(free_ports 6)
 ECLI=$1 EPEER=$2 PORT0=$3 PORT1=$4 PORT2=$5 EVPORT=$6
 
 echo "== etcd on 127.0.0.1:$ECLI"
-etcd --name kvfs-demo --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ECLI" \
-	--advertise-client-urls "http://127.0.0.1:$ECLI" \
-	--listen-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-cluster "kvfs-demo=http://127.0.0.1:$EPEER" \
-	>"$tmp/etcd.log" 2>&1 &
-PIDS=$!
-etcd_up() { "$PY" -c "
-import urllib.request
-urllib.request.urlopen('http://127.0.0.1:$ECLI/health',timeout=1).read()" 2>/dev/null; }
-wait_until 150 etcd_up || die "etcd did not start"
+etcd_start PIDS kvfs-demo "$ECLI" "$EPEER" || die "etcd did not start"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
 chmod 600 "$tmp/secret"
 
@@ -125,14 +97,11 @@ conductor() {
 		ev=127.0.0.1:$EVPORT
 		el=
 	fi
-	"$KVC" serve --listen 127.0.0.1:0 --events "$ev" $el \
+	conductor_start KPIDS "kvc$1" --events "$ev" $el \
 		--prefill 2 --decode 1 --handoff "$HANDOFF" \
-		--secret-file "$tmp/secret" \
-		</dev/null >"$tmp/kvc$1.out" 2>"$tmp/kvc$1.err" &
-	KPIDS="$KPIDS $!"
-	wait_until 100 grep -qs '^listen ' "$tmp/kvc$1.out" ||
+		--secret-file "$tmp/secret" ||
 		die "conductor $1 did not start"
-	HTTPS="${HTTPS:+$HTTPS,}127.0.0.1:$(sed -n 's/^listen 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/kvc$1.out")"
+	HTTPS="${HTTPS:+$HTTPS,}127.0.0.1:$(conductor_port "kvc$1")"
 }
 HTTPS=
 conductor 1

@@ -45,6 +45,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/failover-bench.XXXXXX")
 pool=/dev/shm/kvfs-failover-bench-$$.pool
 mnt=$tmp/mnt
 pids=""
+# wait_until; etcd_start; conductor_start
+. "$top/tests/lib.sh"
+. "$top/tests/etcd_lib.sh"
+. "$top/tests/conductor_lib.sh"
 cleanup() {
 	set +e
 	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
@@ -59,61 +63,25 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 mkdir "$mnt"
 
-# wait_for TENTHS CMD...: CMD succeeds within TENTHS tenths of a second
-wait_for() {
-	n=$1
-	shift
-	while [ "$n" -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
-rand_port() {
-	r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	echo $((r % 25000 + 30000))
-}
+# ---- etcd, with its default settings, on random ports (etcd_lib.sh) ------
+etcd_up() { "$KVC" leader "etcd://$ETCD_EP/bench" 2>&1 | grep -q 'no leader'; }
+etcd_start pids bench || die "etcd did not start: $(tail -n 3 "$tmp/etcd.log")"
+cport=$ETCD_PORT
+URL=etcd://$ETCD_EP/bench
 
-# ---- etcd, with its default settings --------------------------------------
-try=0
-while :; do
-	try=$((try + 1))
-	[ $try -le 5 ] || die "etcd did not start: $(tail -n 3 "$tmp/etcd.log")"
-	cport=$(rand_port)
-	pport=$(rand_port)
-	[ "$cport" != "$pport" ] || continue
-	"$ETCD" --name bench --data-dir "$tmp/etcd.$try" \
-		--listen-client-urls "http://127.0.0.1:$cport" \
-		--advertise-client-urls "http://127.0.0.1:$cport" \
-		--listen-peer-urls "http://127.0.0.1:$pport" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-		--initial-cluster "bench=http://127.0.0.1:$pport" \
-		>"$tmp/etcd.log" 2>&1 &
-	epid=$!
-	pids="$pids $epid"
-	URL=etcd://127.0.0.1:$cport/bench
-	etcd_up() { "$KVC" leader "$URL" 2>&1 | grep -q 'no leader'; }
-	wait_for 100 etcd_up && break
-	kill -KILL "$epid" 2>/dev/null || true
-done
-
-# ---- two conductors ---------------------------------------------------------
+# ---- two conductors (conductor_lib.sh) --------------------------------------
 conductor() {
-	"$KVC" serve --listen 127.0.0.1:0 --events 127.0.0.1:0 --prefill 1 \
+	conductor_start pids "$1" --events 127.0.0.1:0 --prefill 1 \
 		--decode 1 --reject off --election "$URL" \
-		${TTL:+--election-ttl "$TTL"} \
-		</dev/null >"$tmp/$1.out" 2>"$tmp/$1.err" &
-	cpid=$!
-	pids="$pids $cpid"
-	wait_for 100 grep -qs '^events ' "$tmp/$1.out" ||
+		${TTL:+--election-ttl "$TTL"} ||
 		die "conductor $1 did not start: $(cat "$tmp/$1.err")"
+	cpid=$CPID
 }
 leads() { "$KVC" leader "$URL" 2>/dev/null | grep -qx "http $1"; }
 conductor a
 apid=$cpid
 A=$(sed -n 's/^listen //p' "$tmp/a.out")
-wait_for 300 leads "$A" || die "conductor a does not lead"
+wait_until 300 leads "$A" || die "conductor a does not lead"
 conductor b
 B=$(sed -n 's/^listen //p' "$tmp/b.out")
 
@@ -123,7 +91,7 @@ timeout -s TERM 600 "$KVFSD" -f \
 	-o "state=$tmp/state,pool=$pool,layout=chain,slot_size=4K,slots=$slots" \
 	--conductor "$URL" "$mnt" >"$tmp/kvfsd.log" 2>&1 &
 pids="$pids $!"
-wait_for 100 test -f "$mnt/.kvfs/stats" ||
+wait_until 100 test -f "$mnt/.kvfs/stats" ||
 	die "kvfsd did not mount: $(tail -n 3 "$tmp/kvfsd.log")"
 mkdir "$mnt/m"
 # names differ in their first 8 bytes, the conductor's key (sched.h)
@@ -144,7 +112,7 @@ s = json.load(urllib.request.urlopen("http://%s/v1/stats" % sys.argv[1],
                                      timeout=5))
 sys.exit(0 if s["blocks_indexed"] == int(sys.argv[2]) else 1)' "$@" 2>/dev/null
 }
-wait_for 300 indexed "$A" "$BLOCKS" || die "the leader did not index the blocks"
+wait_until 300 indexed "$A" "$BLOCKS" || die "the leader did not index the blocks"
 
 echo "failover-bench: etcd $("$ETCD" --version | head -n 1 | sed 's/^etcd Version: //')" \
 	"on 127.0.0.1:$cport, leader a $A, standby b $B," \

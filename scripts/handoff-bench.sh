@@ -37,28 +37,14 @@ command -v etcd >/dev/null 2>&1 || { echo "handoff-bench: needs etcd" >&2; exit 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/handoff-bench.XXXXXX")
 PIDS=
 KPID=
-gone() { ! kill -0 "$1" 2>/dev/null; }
-# wait_until TENTHS CMD...: CMD succeeds within TENTHS tenths of a second
-wait_until() {
-	n=$1
-	shift
-	while [ "$n" -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+# wait_until, gone; etcd_start; conductor_start
+. "$top/tests/lib.sh"
+. "$top/tests/etcd_lib.sh"
+. "$top/tests/conductor_lib.sh"
 cleanup() {
 	rc=$?
 	set +e
-	for p in $KPID $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $KPID $PIDS; do wait_until 50 gone "$p" || kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for m in "$tmp"/mnt*; do
-		[ -d "$m" ] || continue
-		grep -q " $m fuse" /proc/mounts && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
-	done
+	cluster_stop $KPID $PIDS
 	rm -f /dev/shm/kvfs-handoff-bench-$$-*.pool
 	[ "$rc" = 0 ] || tail -n 5 "$tmp"/*.log "$tmp"/*.err >&2 2>/dev/null
 	rm -rf "$tmp"
@@ -68,25 +54,10 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 die() { echo "handoff-bench: $*" >&2; exit 1; }
 
-set -- $("$PY" -c '
-import socket
-ss=[socket.socket() for _ in range(5)]
-for s in ss: s.bind(("127.0.0.1",0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
+set -- $(free_ports 5)
 ECLI=$1 EPEER=$2 PORT1=$3 PORT2=$4 EVPORT=$5
 
-etcd --name kvfs-bench --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ECLI" \
-	--advertise-client-urls "http://127.0.0.1:$ECLI" \
-	--listen-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-cluster "kvfs-bench=http://127.0.0.1:$EPEER" \
-	>"$tmp/etcd.log" 2>&1 &
-PIDS=$!
-etcd_up() { "$PY" -c "
-import urllib.request
-urllib.request.urlopen('http://127.0.0.1:$ECLI/health',timeout=1).read()" 2>/dev/null; }
-wait_until 150 etcd_up || die "etcd did not start"
+etcd_start PIDS kvfs-bench "$ECLI" "$EPEER" || die "etcd did not start"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
 chmod 600 "$tmp/secret"
 
@@ -96,13 +67,11 @@ conductor() {
 		wait_until 50 gone "$KPID" || kill -KILL "$KPID"
 		wait "$KPID" 2>/dev/null || true
 	fi
-	rm -f "$tmp/kvc.out"
-	"$KVC" serve --listen 127.0.0.1:0 --events "127.0.0.1:$EVPORT" \
-		--handoff "$1" --secret-file "$tmp/secret" \
-		</dev/null >"$tmp/kvc.out" 2>>"$tmp/kvc.err" &
-	KPID=$!
-	wait_until 100 grep -qs '^events ' "$tmp/kvc.out" || die "kvconductor did not start"
-	HTTP=$(sed -n 's/^listen 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/kvc.out")
+	KPID=
+	conductor_start KPID kvc --events "127.0.0.1:$EVPORT" \
+		--handoff "$1" --secret-file "$tmp/secret" ||
+		die "kvconductor did not start"
+	HTTP=$(conductor_port kvc)
 	"$PY" -c "
 import urllib.request, sys
 urllib.request.urlopen(urllib.request.Request(

@@ -17,6 +17,8 @@ NBLK=12
 # ok, bad, skip, gone, is_mounted, wait_until, blk: tests/lib.sh and the
 # single-node helpers; this test keeps its own processes, mounts and trap
 . "$top_srcdir/tests/fuse_lib.sh"
+. "$top_srcdir/tests/etcd_lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 
 # converge TENTHS WHAT CMD...: CMD succeeds within TENTHS tenths of a
 # second, or the test fails at once saying WHAT did not happen (what
@@ -40,13 +42,7 @@ PIDS=
 cleanup() {
 	rc=$?
 	set +e
-	for p in $PIDS; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait_until 50 gone "$p" || kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for m in "$tmp"/mnt*; do
-		[ -d "$m" ] || continue
-		is_mounted "$m" && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
-	done
+	cluster_stop $PIDS
 	rm -f /dev/shm/kvfs-test-$T-$$-*.pool
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		for l in "$tmp"/*.log; do
@@ -61,31 +57,18 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # free loopback ports, from the kernel
-ports=$("$PY" -c '
-import socket
-ss=[socket.socket() for _ in range(8)]
-for s in ss: s.bind(("127.0.0.1",0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
+ports=$(free_ports 8)
 set -- $ports
 ECLI=$1 EPEER=$2
 PORT1=$3 PORT2=$4 PORT3=$5 PORT4=$6 PORT5=$7 PORTC=$8
 PORT6=0
 CONDUCTOR_OPT=
 
-# ---- etcd ---------------------------------------------------------------
-etcd --name kvfs-test --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ECLI" \
-	--advertise-client-urls "http://127.0.0.1:$ECLI" \
-	--listen-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-cluster "kvfs-test=http://127.0.0.1:$EPEER" \
-	>"$tmp/etcd.log" 2>&1 &
-EPID=$!
-PIDS="$EPID"
-etcd_up() { "$PY" -c "
-import urllib.request,sys
-urllib.request.urlopen('http://127.0.0.1:$ECLI/health',timeout=1).read()" 2>/dev/null; }
-converge 150 "etcd answers on 127.0.0.1:$ECLI" etcd_up
+# ---- etcd (etcd_lib.sh) ------------------------------------------------
+etcd_start PIDS kvfs-test "$ECLI" "$EPEER" || {
+	bad "did not converge within 15 s: etcd answers on 127.0.0.1:$ECLI"
+	exit 1
+}
 ok "etcd on 127.0.0.1:$ECLI"
 
 URL=etcd://127.0.0.1:$ECLI/t$$
@@ -427,14 +410,11 @@ fi
 # is indexed (the conductor holds it to RESET first and to node 6)
 KVC=$top_builddir/sched/kvconductor
 if [ -x "$KVC" ]; then
-	"$KVC" serve --listen 127.0.0.1:0 --events "127.0.0.1:$PORTC" \
-		--prefill 7 --decode 1 --secret-file "$tmp/secret" \
-		</dev/null >"$tmp/kvc.out" 2>"$tmp/kvc.err" &
-	LPID=$!
-	PIDS="$LPID $PIDS"
-	wait_until 50 grep -q '^listen ' "$tmp/kvc.out" ||
+	conductor_start PIDS kvc --events "127.0.0.1:$PORTC" \
+		--prefill 7 --decode 1 --secret-file "$tmp/secret" ||
 		bad "kvconductor did not start: $(cat "$tmp/kvc.err")"
-	HTTPC=$(sed -n 's/^listen 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/kvc.out")
+	LPID=$CPID
+	HTTPC=$(conductor_port kvc)
 	CONDUCTOR_OPT="--conductor 127.0.0.1:$PORTC"
 	node 6
 	mkdir -p "$tmp/mnt6/ev"

@@ -10,8 +10,9 @@
 set -eu
 
 T=cluster_etcd
-# ok, bad, skip, wait_until
+# ok, bad, skip, wait_until; etcd_start, etcd_stop
 . "${top_srcdir:-.}/tests/lib.sh"
+. "$top_srcdir/tests/etcd_lib.sh"
 MEMBER=$top_builddir/tests/helpers/cluster_member
 ETCD=${ETCD:-$(command -v etcd 2>/dev/null || true)}
 
@@ -44,10 +45,6 @@ die() {
 }
 
 now_ms() { date +%s%3N; }
-rand_port() {
-	r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	echo $((r % 25000 + 30000))
-}
 
 # wait_for FILE REGEX SECONDS: 0 once a line of FILE matches
 wait_for() { wait_until $(($3 * 10)) grep -qs -- "$2" "$1"; }
@@ -74,40 +71,14 @@ reap() {
 # epoch of the last line of FILE matching REGEX ("WHAT EPOCH IDS")
 epoch_of() { grep -- "$2" "$1" | tail -n 1 | cut -d' ' -f2; }
 
-# ---- a private etcd ----------------------------------------------------
-try=0
-while :; do
-	try=$((try + 1))
-	[ $try -le 5 ] || die "etcd did not start (see above)"
-	cport=$(rand_port)
-	pport=$(rand_port)
-	[ "$cport" != "$pport" ] || continue
-	"$ETCD" --name kvfs-test --data-dir "$tmp/etcd.$try" \
-		--listen-client-urls "http://127.0.0.1:$cport" \
-		--advertise-client-urls "http://127.0.0.1:$cport" \
-		--listen-peer-urls "http://127.0.0.1:$pport" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-		--initial-cluster "kvfs-test=http://127.0.0.1:$pport" \
-		>"$tmp/etcd.$try.log" 2>&1 &
-	etcd_pid=$!
-	URL=etcd://127.0.0.1:$cport/kvfs-test
-	# it answers once a member can join (and leave: EOF on stdin)
-	i=0
-	up=no
-	while [ $i -lt 40 ] && kill -0 "$etcd_pid" 2>/dev/null; do
-		if "$MEMBER" "$URL" ping 2 </dev/null >/dev/null 2>&1; then
-			up=yes
-			break
-		fi
-		sleep 0.25
-		i=$((i + 1))
-	done
-	[ $up = yes ] && break
-	# a port was taken, most likely: another pair
-	kill -KILL "$etcd_pid" 2>/dev/null || true
-	wait "$etcd_pid" 2>/dev/null || true
-	etcd_pid=""
-done
+# ---- a private etcd (etcd_lib.sh), random ports -------------------------
+# it answers once a member can join (and leave: EOF on stdin)
+etcd_up() {
+	"$MEMBER" "etcd://$ETCD_EP/kvfs-test" ping 2 </dev/null >/dev/null 2>&1
+}
+etcd_start etcd_pid kvfs-test || die "etcd did not start: $(tail -n 3 "$tmp/etcd.log")"
+cport=$ETCD_PORT
+URL=etcd://$ETCD_EP/kvfs-test
 ok "etcd $("$ETCD" --version 2>/dev/null | head -n 1 | sed 's/^etcd //') on 127.0.0.1:$cport"
 
 # start NAME ID TTL FD: a member reading commands from fd FD of this shell
@@ -255,9 +226,7 @@ rc=0
 [ $fail = 0 ] && ok "bad urls and ids are refused with EINVAL and a reason"
 
 # ---- etcd gone ----------------------------------------------------------------
-kill -KILL "$etcd_pid"
-wait "$etcd_pid" 2>/dev/null || true
-etcd_pid=""
+etcd_stop KILL
 rc=0
 t0=$(now_ms)
 "$MEMBER" "$URL" z 2 </dev/null >"$tmp/gone.out" 2>"$tmp/gone.err" || rc=$?

@@ -16,6 +16,8 @@ set -eu
 
 T=conductor_election
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
+. "$top_srcdir/tests/etcd_lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 KVC=$top_builddir/sched/kvconductor
 ETCD=${ETCD:-$(command -v etcd 2>/dev/null || true)}
 [ "${BUILD_CONDUCTOR:-yes}" != no ] && [ -x "$KVC" ] ||
@@ -33,11 +35,6 @@ die() {
 		tail -n 15 "$f" >&2
 	done
 	exit 1
-}
-
-rand_port() {
-	r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	echo $((r % 25000 + 30000))
 }
 
 # ---- HTTP checks (each exits 0 or 1, never hangs: 10 s timeouts) -------
@@ -89,44 +86,19 @@ sys.exit(0 if ok else 1)
 EOF
 q() { "$PYTHON3" "$tmp/q.py" "$@" 2>>"$tmp/q.err"; }
 
-# ---- a private etcd ------------------------------------------------------
-try=0
-while :; do
-	try=$((try + 1))
-	[ $try -le 5 ] || die "etcd did not start"
-	cport=$(rand_port)
-	pport=$(rand_port)
-	[ "$cport" != "$pport" ] || continue
-	"$ETCD" --name kvfs-test --data-dir "$tmp/etcd.$try" \
-		--listen-client-urls "http://127.0.0.1:$cport" \
-		--advertise-client-urls "http://127.0.0.1:$cport" \
-		--listen-peer-urls "http://127.0.0.1:$pport" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-		--initial-cluster "kvfs-test=http://127.0.0.1:$pport" \
-		>"$tmp/etcd.log" 2>&1 &
-	etcd_pid=$!
-	HELPERS="$HELPERS $etcd_pid"
-	URL=etcd://127.0.0.1:$cport/kvc-test
-	# up once it answers that nobody leads
-	etcd_up() { "$KVC" leader "$URL" 2>&1 | grep -q 'no leader'; }
-	if wait_until 100 etcd_up; then
-		break
-	fi
-	kill -KILL "$etcd_pid" 2>/dev/null || true
-	wait "$etcd_pid" 2>/dev/null || true
-done
-ok "etcd on 127.0.0.1:$cport"
+# ---- a private etcd (etcd_lib.sh), random ports ---------------------------
+# up once it answers that nobody leads
+etcd_up() { "$KVC" leader "etcd://$ETCD_EP/kvc-test" 2>&1 | grep -q 'no leader'; }
+etcd_start HELPERS kvfs-test || die "etcd did not start"
+etcd_pid=$ETCD_PID
+URL=etcd://$ETCD_EP/kvc-test
+ok "etcd on $ETCD_EP"
 
-# conductor NAME: started in the background, its ports read from its
-# "listen" and "events" lines; sets CPID
+# conductor NAME: started in the background (conductor_lib.sh), its ports
+# read from its "listen" and "events" lines; sets CPID
 conductor() {
-	rm -f "$tmp/$1.out"
-	"$KVC" serve --listen 127.0.0.1:0 --events 127.0.0.1:0 --prefill 1 \
-		--decode 1 --election "$URL" --election-ttl 6 \
-		</dev/null >"$tmp/$1.out" 2>"$tmp/$1.err" &
-	CPID=$!
-	HELPERS="$HELPERS $CPID"
-	wait_until 100 grep -qs '^events ' "$tmp/$1.out" ||
+	conductor_start HELPERS "$1" --events 127.0.0.1:0 --prefill 1 \
+		--decode 1 --election "$URL" --election-ttl 6 ||
 		die "conductor $1 did not start"
 }
 http_of() { sed -n 's/^listen //p' "$tmp/$1.out"; }

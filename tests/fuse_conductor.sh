@@ -6,6 +6,7 @@ set -eu
 
 T=fuse_conductor
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 KVC=$top_builddir/sched/kvconductor
 [ "${BUILD_CONDUCTOR:-yes}" != no ] && [ -x "$KVC" ] ||
 	skip "kvconductor was not built"
@@ -14,14 +15,10 @@ fuse_begin
 
 # not under timeout(1): the exit trap SIGKILLs the helpers it knows, and
 # a SIGKILLed timeout would leave its child serving for good
-"$KVC" serve --listen 127.0.0.1:0 \
-	--events 127.0.0.1:0 --prefill 1 --decode 1 \
-	</dev/null >"$tmp/kvc.out" 2>"$tmp/kvc.err" &
-KPID=$!
-HELPERS="$HELPERS $KPID"
-wait_until 50 grep -q '^events ' "$tmp/kvc.out" ||
+conductor_start HELPERS kvc --events 127.0.0.1:0 --prefill 1 --decode 1 ||
 	{ echo "FAIL kvconductor did not start: $(cat "$tmp/kvc.err")" >&2; exit 1; }
-port() { sed -n "s/^$1 127\.0\.0\.1:\([0-9]*\)\$/\1/p" "$tmp/kvc.out"; }
+KPID=$CPID
+port() { conductor_port kvc "$1"; }
 HTTP=$(port listen)
 EV=$(port events)
 echo "conductor: http $HTTP, events $EV"
@@ -54,17 +51,13 @@ kvfsd_stop && ok "SIGTERM: exit 0" || bad "SIGTERM: exit status"
 
 # ---- a conductor with the cluster secret takes authenticated streams only
 kill "$KPID" 2>/dev/null; wait "$KPID" 2>/dev/null || true
-rm -f "$tmp/kvc.out" # its "events" line is the old daemon's
 printf 'conductor-test-secret-0123456789\n' >"$tmp/secret"
 printf 'some-other-secret-9876543210xyz\n' >"$tmp/wrong"
 chmod 600 "$tmp/secret" "$tmp/wrong"
-"$KVC" serve --listen 127.0.0.1:0 --events 127.0.0.1:0 --prefill 1 \
-	--decode 1 --secret-file "$tmp/secret" \
-	</dev/null >"$tmp/kvc.out" 2>"$tmp/kvc.err" &
-KPID=$!
-HELPERS="$HELPERS $KPID"
-wait_until 50 grep -qs '^events ' "$tmp/kvc.out" ||
+conductor_start HELPERS kvc --events 127.0.0.1:0 --prefill 1 --decode 1 \
+	--secret-file "$tmp/secret" ||
 	{ echo "FAIL kvconductor did not start: $(cat "$tmp/kvc.err")" >&2; exit 1; }
+KPID=$CPID
 HTTP=$(port listen)
 EV=$(port events)
 auth_failed() {

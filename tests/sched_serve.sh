@@ -11,6 +11,7 @@
 set -eu
 T=sched_serve
 . "${top_srcdir:-.}/tests/lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 
 KVC=$top_builddir/sched/kvconductor
 PY=${PYTHON3:-python3}
@@ -32,21 +33,18 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# start NAME ARGS...: a daemon in the background; its pid in $pid, its
-# "listen"/"events" lines in $tmp/NAME.out (waited for, 5 s at most)
+# start NAME ARGS...: a daemon under timeout 30 in the background
+# (conductor_lib.sh); its pid in $pid, its "listen"/"events" lines in
+# $tmp/NAME.out
+KVC_TIMEOUT=30
 start() {
-	name=$1
-	shift
-	timeout 30 "$KVC" serve --listen 127.0.0.1:0 "$@" \
-		>"$tmp/$name.out" 2>"$tmp/$name.err" &
-	pid=$!
-	pids="$pids $pid"
-	if ! wait_until 50 grep -q '^listen ' "$tmp/$name.out"; then
-		echo "FAIL $name did not start: $(cat "$tmp/$name.err")" >&2
+	conductor_start pids "$@" || {
+		echo "FAIL $1 did not start: $(cat "$tmp/$1.err")" >&2
 		exit 1
-	fi
+	}
+	pid=$CPID
 }
-port() { sed -n "s/^$2 127\.0\.0\.1:\([0-9]*\)\$/\1/p" "$tmp/$1.out"; }
+port() { conductor_port "$@"; }
 
 # stop PID NAME: SIGTERM, then its exit status must be 0 (timeout 30
 # bounds the wait)

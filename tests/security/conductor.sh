@@ -20,6 +20,7 @@
 set -eu
 T=security_conductor
 . "${top_srcdir:-.}/tests/lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 
 KVC=${KVC:-$top_builddir/sched/kvconductor}
 PY=${PYTHON3:-python3}
@@ -43,21 +44,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-# start NAME ARGS...: a daemon in the background, its pid in $pid, its
-# "listen"/"events" lines in $tmp/NAME.out (waited for, 5 s at most)
+# start NAME ARGS...: a daemon in the background (conductor_lib.sh), its
+# pid in $pid, its "listen"/"events" lines in $tmp/NAME.out
 start() {
-	name=$1
-	shift
-	"$KVC" serve --listen 127.0.0.1:0 "$@" \
-		>"$tmp/$name.out" 2>"$tmp/$name.err" &
-	pid=$!
-	pids="$pids $pid"
-	if ! wait_until 50 grep -q '^listen ' "$tmp/$name.out"; then
-		bad "$name did not start: $(cat "$tmp/$name.err")"
+	conductor_start pids "$@" || {
+		bad "$1 did not start: $(cat "$tmp/$1.err")"
 		exit 1
-	fi
+	}
+	pid=$CPID
 }
-port() { sed -n "s/^$2 127\.0\.0\.1:\([0-9]*\)\$/\1/p" "$tmp/$1.out"; }
+port() { conductor_port "$@"; }
 
 # refused PATH WHY: serve --token-file PATH exits 1 at once, naming WHY
 refused() {

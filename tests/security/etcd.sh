@@ -27,6 +27,7 @@ PY=${PYTHON3:-python3}
 # ok, bad, skip, gone, is_mounted, wait_until, blk: tests/lib.sh and the
 # single-node helpers; this test keeps its own processes, mounts and trap
 . "$top_srcdir/tests/fuse_lib.sh"
+. "$top_srcdir/tests/etcd_lib.sh"
 
 command -v etcd >/dev/null 2>&1 || skip "etcd not installed (Debian: etcd-server)"
 command -v curl >/dev/null 2>&1 || skip "curl not found"
@@ -40,13 +41,7 @@ PIDS=
 cleanup() {
 	rc=$?
 	set +e
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait_until 50 gone "$p" || kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for m in "$tmp"/mnt*; do
-		[ -d "$m" ] || continue
-		is_mounted "$m" && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
-	done
+	cluster_stop $PIDS
 	rm -f /dev/shm/kvfs-test-$T-$$-*.pool
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		for l in "$tmp"/*.log; do
@@ -61,11 +56,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # free loopback ports, from the kernel
-ports=$("$PY" -c '
-import socket
-ss=[socket.socket() for _ in range(12)]
-for s in ss: s.bind(("127.0.0.1",0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
+ports=$(free_ports 12)
 set -- $ports
 ECLI=$1 EPEER=$2 SCLI=$3 SPEER=$4
 PORT1=$5 PORT2=$6 PORT3=$7 PORT4=$8 PORT5=$9
@@ -111,18 +102,11 @@ v=kvs[0].get(sys.argv[1],"")
 print(base64.b64decode(v).decode() if sys.argv[1] in ("value","key") else v)' "$2"
 }
 
-# start_etcd NAME CLIENT PEER SCHEME [ARGS...]: its pid in EPID_<NAME>
+# start_etcd NAME CLIENT PEER SCHEME [ARGS...]: data $tmp/NAME, log
+# $tmp/NAME.log (etcd_lib.sh), its pid in PIDS
 start_etcd() {
-	en=$1 ec=$2 ep=$3 es=$4
-	shift 4
-	etcd --name "$en" --data-dir "$tmp/$en" \
-		--listen-client-urls "$es://127.0.0.1:$ec" \
-		--advertise-client-urls "$es://127.0.0.1:$ec" \
-		--listen-peer-urls "http://127.0.0.1:$ep" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$ep" \
-		--initial-cluster "$en=http://127.0.0.1:$ep" \
-		"$@" >"$tmp/$en.log" 2>&1 &
-	PIDS="$! $PIDS"
+	etcd_run "$tmp/$1" "$@"
+	PIDS="$ETCD_PID $PIDS"
 }
 
 # node I URL [OPTS...]: start kvfsd node I, wait for its mount

@@ -170,14 +170,16 @@ struct walk {
 	uint64_t alive[SCHED_NODE_WORDS]; /* still matching */
 	uint64_t last[SCHED_NODE_WORDS];  /* alive before the last step */
 	uint32_t nwords;
-	uint32_t *lens;
-	bool done;    /* no node matches any more */
-	uint32_t len; /* the longest, once done */
+	uint32_t nnodes;
+	uint32_t *lens; /* [nnodes] */
+	bool done;	/* no node matches any more */
+	uint32_t len;	/* the longest, once done */
 };
 
 static void walk_init(struct walk *w, uint32_t nnodes, uint32_t *lens)
 {
 	w->nwords = (nnodes + 63) / 64;
+	w->nnodes = nnodes;
 	w->lens = lens;
 	w->done = false;
 	w->len = 0;
@@ -189,12 +191,16 @@ static void walk_init(struct walk *w, uint32_t nnodes, uint32_t *lens)
 }
 
 /* block i has holders m (NULL: none): nodes alive but not in m matched
- * i blocks */
+ * i blocks.  last is kept only when this step ends the walk, the one time
+ * walk_end reads it, rather than copied at every step */
 static void walk_step(struct walk *w, const uint64_t *m, uint32_t i)
 {
 	bool any = false;
 
-	memcpy(w->last, w->alive, w->nwords * sizeof(uint64_t));
+	for (uint32_t k = 0; k < w->nwords; k++)
+		any |= (w->alive[k] & (m ? m[k] : 0)) != 0;
+	if (!any)
+		memcpy(w->last, w->alive, w->nwords * sizeof(uint64_t));
 	for (uint32_t k = 0; k < w->nwords; k++) {
 		uint64_t mk = m ? m[k] : 0;
 		uint64_t drop = w->alive[k] & ~mk;
@@ -204,7 +210,6 @@ static void walk_step(struct walk *w, const uint64_t *m, uint32_t i)
 			drop &= drop - 1;
 		}
 		w->alive[k] &= mk;
-		any |= w->alive[k] != 0;
 	}
 	if (!any) {
 		w->done = true;
@@ -259,37 +264,75 @@ static const uint64_t *either(const uint64_t *a, const uint64_t *b,
 	return buf;
 }
 
+/* a block in flight on a node w still counts and the index does not
+ * hold there: a walk counting in-flight blocks steps otherwise than w */
+static bool parts(const struct walk *w, const uint64_t *m, const uint64_t *f)
+{
+	uint64_t differ = 0;
+
+	for (uint32_t k = 0; k < w->nwords; k++)
+		differ |= w->alive[k] & f[k] & ~(m ? m[k] : 0);
+	return differ != 0;
+}
+
+/* u takes w's place in the walk, and the lengths w wrote so far */
+static void walk_fork(struct walk *u, const struct walk *w)
+{
+	memcpy(u->alive, w->alive, w->nwords * sizeof(uint64_t));
+	u->done = w->done;
+	u->len = w->len;
+	memcpy(u->lens, w->lens, w->nnodes * sizeof(*u->lens));
+}
+
+/*
+ * u (with in-flight blocks) starts as w's twin and stays one while no key
+ * of the prompt is in flight on a node u still counts: both would take
+ * the same steps and write the same lengths.  Only w walks then; at the
+ * first key where they part, u takes w's state and ulens the lengths
+ * written so far, and from there each walks on its own.  Most prompts
+ * have nothing in flight, so most walks are one walk, not two.
+ */
 uint32_t sched_index_prefix2(const struct sched_index *ix,
 			     const struct sched_index *also,
 			     const uint64_t *keys, uint32_t n, uint32_t *lens,
 			     uint32_t *ulens, uint32_t *best_node)
 {
 	uint64_t mk[PREFIX_BATCH], buf[SCHED_NODE_WORDS];
+	uint32_t i = 0, nwords = ix->nwords;
+	bool twin = also != NULL;
 	struct walk w, u;
-	uint32_t i = 0;
 
 	walk_init(&w, ix->nnodes, lens);
 	walk_init(&u, ix->nnodes, ulens);
 	u.done = !also;
-	while (i < n && !(w.done && u.done)) {
+	while (i < n && !(w.done && (twin || u.done))) {
 		uint32_t b = n - i < PREFIX_BATCH ? n - i : PREFIX_BATCH;
 
 		prefetch_batch(&ix->tab, also ? &also->tab : NULL, keys + i, b,
 			       mk);
-		for (uint32_t j = 0; j < b && !(w.done && u.done); j++, i++) {
+		for (uint32_t j = 0; j < b && !(w.done && (twin || u.done));
+		     j++, i++) {
 			const uint64_t *m =
 				sched_tab_find_mixed(&ix->tab, mk[j]);
+			const uint64_t *f =
+				also ? sched_tab_find_mixed(&also->tab, mk[j])
+				     : NULL;
 
+			if (twin && f && parts(&w, m, f)) {
+				twin = false;
+				walk_fork(&u, &w);
+			}
 			if (!w.done)
 				walk_step(&w, m, i);
-			if (!u.done)
-				walk_step(&u,
-					  either(m,
-						 sched_tab_find_mixed(
-							 &also->tab, mk[j]),
-						 ix->nwords, buf),
-					  i);
+			if (!twin && !u.done)
+				walk_step(&u, either(m, f, nwords, buf), i);
 		}
+	}
+	if (twin) {
+		/* u took every step w took: the same lengths */
+		walk_end(&w, n, best_node);
+		memcpy(ulens, lens, w.nnodes * sizeof(*ulens));
+		return w.len;
 	}
 	if (also)
 		walk_end(&u, n, NULL);

@@ -29,18 +29,49 @@ static bool faster(const struct sched_plan *a, const struct sched_plan *b)
 	return a->inst < b->inst;
 }
 
+/* plan p, made on some instance, moved to instance i with queue q: the
+ * same numbers sched_plan_local / sched_plan_remote give there (queue +
+ * xfer + prefill, xfer 0 when nothing is fetched) */
+static void plan_on(const struct sched_plan *p, uint32_t i, double q,
+		    struct sched_plan *out)
+{
+	*out = *p;
+	out->inst = i;
+	out->queue = q;
+	out->ttft = q + p->xfer + p->prefill;
+}
+
+/*
+ * The plans depend on the instance only through its queue and its local
+ * blocks, and most instances hold none of the prompt: their two plans
+ * are made once a decision, and only the queue once an instance; such
+ * an instance's plan is written out only when it is no slower than the
+ * best so far.
+ */
 void sched_pick_lookahead(struct sched *s, struct sched_ctx *c)
 {
-	struct sched_plan loc, rem;
+	struct sched_plan loc, rem, loc0, rem0;
 
+	sched_plan_local(s, c, 0, 0, &loc0);
+	sched_plan_remote(s, c, 0, 0, 1.0, &rem0);
 	for (uint32_t i = 0; i < s->nprefill; i++) {
 		uint32_t local = c->ahead[s->pf[i].node];
 		const struct sched_plan *q = &loc;
 
-		sched_plan_local(s, c, i, local, &loc);
-		sched_plan_remote(s, c, i, local, 1.0, &rem);
-		if (rem.ttft < loc.ttft)
-			q = &rem;
+		if (!local) {
+			double w = sched_queue_at(s, i, c->now);
+			double lt = w + loc0.xfer + loc0.prefill;
+			double rt = w + rem0.xfer + rem0.prefill;
+
+			if (i && (rt < lt ? rt : lt) > c->plan.ttft)
+				continue;
+			plan_on(rt < lt ? &rem0 : &loc0, i, w, &loc);
+		} else {
+			sched_plan_local(s, c, i, local, &loc);
+			sched_plan_remote(s, c, i, local, 1.0, &rem);
+			if (rem.ttft < loc.ttft)
+				q = &rem;
+		}
 		if (i == 0 || faster(q, &c->plan))
 			c->plan = *q;
 	}

@@ -36,12 +36,31 @@ static bool cand_better(const struct cand *a, const struct cand *b)
 	return a->plan.inst < b->plan.inst;
 }
 
+/* the plan's work on instance i with local blocks: fetch + prefill, and
+ * what is reused from where; its queue and ttft are the caller's */
+static void plan_work(const struct sched *s, const struct sched_ctx *c,
+		      uint32_t i, uint32_t local, struct sched_plan *p)
+{
+	struct sched_plan rem;
+
+	sched_plan_local(s, c, i, local, p);
+	if (c->best > local) { /* else the remote plan is the local one */
+		sched_plan_remote(s, c, i, local, 1.0, &rem);
+		if (rem.xfer + rem.prefill < p->prefill)
+			*p = rem;
+	}
+}
+
+/*
+ * The work depends on the instance only through its local blocks, and
+ * most instances hold none of the prompt: their plan is made once a
+ * decision (zero), not once an instance.
+ */
 static void cand_on(struct sched *s, struct sched_ctx *c, uint32_t i,
-		    struct cand *o)
+		    const struct sched_plan *zero, struct cand *o)
 {
 	uint32_t node = s->pf[i].node, local = c->lens[node], behind;
 	double writer_end = -1, work, wait;
-	struct sched_plan loc, rem;
 
 	o->writer = 0;
 	if (c->ahead && c->ahead[node] > local) {
@@ -50,12 +69,11 @@ static void cand_on(struct sched *s, struct sched_ctx *c, uint32_t i,
 		if (writer_end >= 0)
 			local = c->ahead[node];
 	}
-	sched_plan_local(s, c, i, local, &loc);
-	o->plan = loc;
-	if (c->best > local) { /* else the remote plan is the local one */
-		sched_plan_remote(s, c, i, local, 1.0, &rem);
-		if (rem.xfer + rem.prefill < loc.prefill)
-			o->plan = rem;
+	if (local) {
+		plan_work(s, c, i, local, &o->plan);
+	} else {
+		o->plan = *zero;
+		o->plan.inst = i;
 	}
 	work = o->plan.xfer + o->plan.prefill;
 	wait = sched_held_wait(s, i, work, c->now, &behind);
@@ -66,15 +84,49 @@ static void cand_on(struct sched *s, struct sched_ctx *c, uint32_t i,
 	o->cost = o->plan.ttft + work * (double)behind;
 }
 
+/* instance i's node holds some of the prompt, cached or in flight */
+static bool holds_some(const struct sched *s, const struct sched_ctx *c,
+		       uint32_t i)
+{
+	uint32_t node = s->pf[i].node;
+
+	return c->lens[node] || (c->ahead && c->ahead[node]);
+}
+
+/*
+ * The best candidate is the least by cand_better, a strict total order,
+ * so the order instances are looked at does not change it.  Those that
+ * hold some of the prompt go first; each other one costs at least the
+ * zero plan's work (waits and work are never negative: the cost model's
+ * coefficients are not, sched_cost_check), so once a candidate costs
+ * less, none of them can win and their queues are not walked.
+ */
 void sched_pick_queue(struct sched *s, struct sched_ctx *c)
 {
+	struct sched_plan zero;
 	struct cand best, o;
+	bool have = false;
+	double work0;
 
+	plan_work(s, c, 0, 0, &zero);
+	work0 = zero.xfer + zero.prefill;
 	memset(&best, 0, sizeof(best));
 	for (uint32_t i = 0; i < s->nprefill; i++) {
-		cand_on(s, c, i, &o);
-		if (i == 0 || cand_better(&o, &best))
+		if (!holds_some(s, c, i))
+			continue;
+		cand_on(s, c, i, &zero, &o);
+		if (!have || cand_better(&o, &best))
 			best = o;
+		have = true;
+	}
+	for (uint32_t i = 0; i < s->nprefill && !(have && best.cost < work0);
+	     i++) {
+		if (holds_some(s, c, i))
+			continue;
+		cand_on(s, c, i, &zero, &o);
+		if (!have || cand_better(&o, &best))
+			best = o;
+		have = true;
 	}
 	c->plan = best.plan;
 	c->writer = best.writer;

@@ -110,6 +110,55 @@ START_TEST(test_prefix_union)
 }
 END_TEST
 
+/*
+ * prefix2's in-flight lengths against a walk of one index holding both
+ * (cached and in flight), over random holders: prompts with nothing in
+ * flight, in flight on nodes that already hold the block, and in flight
+ * past or within a node's cached prefix, with one word and four.
+ */
+START_TEST(test_prefix_union_fuzz)
+{
+	enum { K = 40 };
+	static const uint32_t nn[] = { 1, 5, 64, 65, 248, SCHED_MAX_NODES };
+	uint32_t lens[SCHED_MAX_NODES], ulens[SCHED_MAX_NODES];
+	uint32_t both[SCHED_MAX_NODES], b1, b2;
+	uint64_t x = 99, k[K];
+
+	for (int t = 0; t < 300; t++) {
+		uint32_t nnodes = nn[t % 6];
+		struct sched_index *ix = mk(nnodes, 256), *fl = mk(nnodes, 256);
+		struct sched_index *un = mk(nnodes, 256);
+
+		cs_chain(k, K, 1000 * (uint64_t)t);
+		for (int h = 0; h < 12; h++) {
+			uint32_t node, from, to;
+
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			node = (uint32_t)(x >> 33) % nnodes;
+			from = h % 3 ? 0 : (uint32_t)(x >> 20) % K;
+			to = (uint32_t)(x >> 40) % (K + 1);
+			for (uint32_t i = from; i < to; i++) {
+				sched_index_insert(h < 6 ? ix : fl, node, k[i]);
+				sched_index_insert(un, node, k[i]);
+			}
+		}
+		for (uint32_t n = 0; n <= K; n += 1 + n / 4) {
+			ck_assert_uint_eq(
+				sched_index_prefix2(ix, fl, k, n, lens, ulens,
+						    &b1),
+				sched_index_prefix(ix, k, n, both, &b2));
+			ck_assert_uint_eq(b1, b2);
+			ck_assert_mem_eq(lens, both, nnodes * sizeof(*lens));
+			sched_index_prefix(un, k, n, both, NULL);
+			ck_assert_mem_eq(ulens, both, nnodes * sizeof(*ulens));
+		}
+		sched_index_destroy(ix);
+		sched_index_destroy(fl);
+		sched_index_destroy(un);
+	}
+}
+END_TEST
+
 /* holder sets wider than one word */
 START_TEST(test_many_nodes)
 {
@@ -254,6 +303,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_insert_evict);
 	tcase_add_test(tc, test_prefix);
 	tcase_add_test(tc, test_prefix_union);
+	tcase_add_test(tc, test_prefix_union_fuzz);
 	tcase_add_test(tc, test_many_nodes);
 	tcase_add_test(tc, test_reset_node);
 	tcase_add_test(tc, test_million);

@@ -151,14 +151,20 @@ static int ev_connect(struct cl_ev *ev)
 	return rc;
 }
 
-static int recv_all(int fd, void *buf, size_t len)
+int cl_recv_all(int fd, void *buf, size_t len, atomic_bool *cancel)
 {
 	char *p = buf;
 
 	while (len) {
 		ssize_t n = recv(fd, p, len, 0);
 
-		if (n < 0 && errno == EINTR)
+		if (cancel && atomic_load(cancel))
+			return -ECANCELED;
+		/* SO_RCVTIMEO (the event thread's): quiet, not gone, for a
+		 * reader that waits until it is cancelled */
+		if (n < 0 &&
+		    (errno == EINTR ||
+		     (cancel && (errno == EAGAIN || errno == EWOULDBLOCK))))
 			continue;
 		if (n <= 0)
 			return n < 0 ? -errno : -ECONNRESET;
@@ -175,14 +181,14 @@ static int hs_recv(int fd, uint8_t want, struct kv_wire_msg *m)
 {
 	uint8_t hbuf[KV_WIRE_HDR_LEN], meta[KV_WIRE_META_MAX];
 	struct kv_wire_hdr h;
-	int rc = recv_all(fd, hbuf, sizeof(hbuf));
+	int rc = cl_recv_all(fd, hbuf, sizeof(hbuf), NULL);
 
 	if (rc == 0)
 		rc = kv_wire_hdr_decode(hbuf, sizeof(hbuf), &h);
 	if (rc == 0 && h.payload_len != h.meta_len)
 		rc = -EBADMSG;
 	if (rc == 0)
-		rc = recv_all(fd, meta, h.meta_len);
+		rc = cl_recv_all(fd, meta, h.meta_len, NULL);
 	if (rc == 0)
 		rc = kv_wire_decode(&h, meta, h.meta_len, m);
 	if (rc == 0 && m->type == KV_WIRE_AUTH_FAIL)

@@ -74,6 +74,10 @@ int cl_read_secret(const char *path, uint8_t **out, size_t *len);
 void cl_ev_stop(struct kvfsd_cluster *c);
 /* the leader's events address (NULL or "": none) for the stream */
 void cl_ev_target(struct kvfsd_cluster *c, const char *addr);
+/* len bytes from fd: 0, -ECONNRESET at its end, or -errno.  With cancel
+ * (kvfsd_handoff.c's reader): a receive timeout is no error, and cancel
+ * set (looked at after every recv) ends it with -ECANCELED. */
+int cl_recv_all(int fd, void *buf, size_t len, atomic_bool *cancel);
 
 /* kvfsd_cluster_lead.c: --conductor etcd:NAME (the --cluster's etcd) or
  * etcd[s]://HOST:PORT[,...]/NAME follows the conductors' election

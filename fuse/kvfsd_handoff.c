@@ -143,23 +143,7 @@ static void ho_queue(struct cl_ho *h, const struct sched_fe *fe)
 /* len bytes, or < 0: the stream ended, broke or is being detached */
 static int ho_recv(struct cl_ho *h, void *buf, size_t len)
 {
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = recv(h->fd, p, len, 0);
-
-		if (atomic_load(&h->detaching))
-			return -ECANCELED;
-		/* SO_RCVTIMEO (the event thread's): quiet, not gone */
-		if (n < 0 &&
-		    (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -ECONNRESET;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return cl_recv_all(h->fd, buf, len, &h->detaching);
 }
 
 /* the next frame into buf (SCHED_FE_FRAME_MAX + room for a seal): its

@@ -52,8 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (q.nkeys > SRV_MAX_KEYS || q.output < 1 ||
 		    q.input < (uint64_t)q.nkeys * BLOCK_TOKENS)
 			abort();
+		/* a namespace given is a valid one, with its NUL */
+		if (q.ns[0] && kvfs_ns_valid(q.ns) < 0)
+			abort();
 	}
 	free(q.keys);
+	free(q.hash);
 	if (srv_body_complete(o, &id, &prefill, &msg) == 0 && id < 1)
 		abort();
 	json_object_put(o);

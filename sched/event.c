@@ -9,7 +9,55 @@
 
 #include "src/common/crc32c.h"
 #include "sched/event.h"
+#include "sched/event_int.h"
 #include "src/common/le.h"
+
+/* ---- what both frames share (event_int.h) ------------------------------- */
+
+void sched_ev_hdr_put(uint8_t *p, const char *magic, uint8_t version,
+		      uint16_t node, uint64_t seq, const char *ns,
+		      size_t ns_len)
+{
+	memcpy(p, magic, 4);
+	p[4] = version;
+	p[5] = 0;
+	kv_put_le16(p + 6, node);
+	kv_put_le64(p + 8, seq);
+	p[20] = (uint8_t)ns_len;
+	memset(p + 21, 0, 3);
+	memcpy(p + SCHED_EV_HDR, ns, ns_len);
+}
+
+int sched_ev_hdr_check(const uint8_t *p, const char *magic, uint8_t version)
+{
+	if (memcmp(p, magic, 4))
+		return -EBADMSG;
+	if (p[4] != version)
+		return -EPROTONOSUPPORT;
+	if (p[5] || p[21] || p[22] || p[23] || p[20] == 0)
+		return -EBADMSG;
+	return 0;
+}
+
+void sched_ev_crc_put(uint8_t *p, size_t size)
+{
+	kv_put_le32(p + size - SCHED_EV_CRC,
+		    kvfs_crc32c(0, p, size - SCHED_EV_CRC));
+}
+
+int sched_ev_body_check(const uint8_t *p, size_t size, char *ns)
+{
+	if (kvfs_crc32c(0, p, size - SCHED_EV_CRC) !=
+	    kv_get_le32(p + size - SCHED_EV_CRC))
+		return -EBADMSG;
+	memcpy(ns, p + SCHED_EV_HDR, p[20]);
+	ns[p[20]] = 0;
+	if (strlen(ns) != p[20] || kvfs_ns_valid(ns) < 0)
+		return -EBADMSG;
+	return 0;
+}
+
+/* ---- block-event frames ------------------------------------------------- */
 
 static bool zero_hash(const uint8_t *h)
 {
@@ -43,21 +91,15 @@ long sched_ev_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 	size = sched_ev_frame_size(ns_len, count);
 	if (cap < size)
 		return -ENOSPC;
-	memcpy(p, SCHED_EV_MAGIC, 4);
-	p[4] = SCHED_EV_VERSION;
-	p[5] = 0;
-	kv_put_le16(p + 6, node);
-	kv_put_le64(p + 8, seq);
+	sched_ev_hdr_put(p, SCHED_EV_MAGIC, SCHED_EV_VERSION, node, seq, ns,
+			 ns_len);
 	kv_put_le32(p + 16, count);
-	p[20] = (uint8_t)ns_len;
-	memset(p + 21, 0, 3);
-	memcpy(p + SCHED_EV_HDR, ns, ns_len);
 	p += SCHED_EV_HDR + ns_len;
 	for (uint32_t i = 0; i < count; i++, p += SCHED_EV_REC) {
 		p[0] = recs[i].op;
 		memcpy(p + 1, recs[i].hash, KVFS_HASH_LEN);
 	}
-	kv_put_le32(p, kvfs_crc32c(0, buf, size - SCHED_EV_CRC));
+	sched_ev_crc_put(buf, size);
 	return (long)size;
 }
 
@@ -91,13 +133,11 @@ static int check_header(const struct sched_ev_decoder *d, const uint8_t *p,
 			size_t *size)
 {
 	uint32_t count = (uint32_t)kv_get_le32(p + 16);
+	int rc = sched_ev_hdr_check(p, SCHED_EV_MAGIC, SCHED_EV_VERSION);
 
-	if (memcmp(p, SCHED_EV_MAGIC, 4))
-		return -EBADMSG;
-	if (p[4] != SCHED_EV_VERSION)
-		return -EPROTONOSUPPORT;
-	if (p[5] || p[21] || p[22] || p[23] || p[20] == 0 ||
-	    count > SCHED_EV_MAX_RECORDS)
+	if (rc < 0)
+		return rc;
+	if (count > SCHED_EV_MAX_RECORDS)
 		return -EBADMSG;
 	if (d->started && (kv_get_le16(p + 6) != d->node ||
 			   kv_get_le64(p + 8) != d->next_seq))
@@ -114,12 +154,7 @@ static int check_frame(const uint8_t *p, size_t size, char *ns)
 	uint32_t count = (uint32_t)kv_get_le32(p + 16);
 	const uint8_t *r = p + SCHED_EV_HDR + p[20];
 
-	if (kvfs_crc32c(0, p, size - SCHED_EV_CRC) !=
-	    kv_get_le32(p + size - SCHED_EV_CRC))
-		return -EBADMSG;
-	memcpy(ns, p + SCHED_EV_HDR, p[20]);
-	ns[p[20]] = 0;
-	if (strlen(ns) != p[20] || kvfs_ns_valid(ns) < 0)
+	if (sched_ev_body_check(p, size, ns) < 0)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < count; i++, r += SCHED_EV_REC)
 		if (!rec_ok(r[0], r + 1))

@@ -9,8 +9,11 @@
 #include <string.h>
 
 #include "sched/event.h"
-#include "src/common/crc32c.h"
+#include "sched/event_int.h"
 #include "src/common/le.h"
+
+/* the name follows the shared header fields (event_int.h) */
+_Static_assert(SCHED_FE_HDR == SCHED_EV_HDR, "FETCH header size");
 
 long sched_fe_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 		     uint16_t src, const char *ns, const uint8_t *hashes,
@@ -26,20 +29,13 @@ long sched_fe_encode(void *buf, size_t cap, uint16_t node, uint64_t seq,
 	size = sched_fe_frame_size(ns_len, count);
 	if (cap < size)
 		return -ENOSPC;
-	memcpy(p, SCHED_FE_MAGIC, 4);
-	p[4] = SCHED_FE_VERSION;
-	p[5] = 0;
-	kv_put_le16(p + 6, node);
-	kv_put_le64(p + 8, seq);
+	sched_ev_hdr_put(p, SCHED_FE_MAGIC, SCHED_FE_VERSION, node, seq, ns,
+			 ns_len);
 	kv_put_le16(p + 16, src);
 	kv_put_le16(p + 18, (uint16_t)count);
-	p[20] = (uint8_t)ns_len;
-	memset(p + 21, 0, 3);
-	memcpy(p + SCHED_FE_HDR, ns, ns_len);
 	memcpy(p + SCHED_FE_HDR + ns_len, hashes,
 	       (size_t)count * KVFS_HASH_LEN);
-	kv_put_le32(p + size - SCHED_EV_CRC,
-		    kvfs_crc32c(0, buf, size - SCHED_EV_CRC));
+	sched_ev_crc_put(p, size);
 	return (long)size;
 }
 
@@ -47,13 +43,11 @@ long sched_fe_frame_len(const void *hdr)
 {
 	const uint8_t *p = hdr;
 	uint16_t count = kv_get_le16(p + 18);
+	int rc = sched_ev_hdr_check(p, SCHED_FE_MAGIC, SCHED_FE_VERSION);
 
-	if (memcmp(p, SCHED_FE_MAGIC, 4))
-		return -EBADMSG;
-	if (p[4] != SCHED_FE_VERSION)
-		return -EPROTONOSUPPORT;
-	if (p[5] || p[21] || p[22] || p[23] || p[20] == 0 || count == 0 ||
-	    count > SCHED_FE_MAX_RECORDS)
+	if (rc < 0)
+		return rc;
+	if (count == 0 || count > SCHED_FE_MAX_RECORDS)
 		return -EBADMSG;
 	return (long)sched_fe_frame_size(p[20], count);
 }
@@ -71,12 +65,7 @@ int sched_fe_decode(const void *buf, size_t len, struct sched_fe *out)
 		return (int)size;
 	if ((size_t)size != len)
 		return -EBADMSG;
-	if (kvfs_crc32c(0, p, len - SCHED_EV_CRC) !=
-	    kv_get_le32(p + len - SCHED_EV_CRC))
-		return -EBADMSG;
-	memcpy(ns, p + SCHED_FE_HDR, p[20]);
-	ns[p[20]] = 0;
-	if (strlen(ns) != p[20] || kvfs_ns_valid(ns) < 0)
+	if (sched_ev_body_check(p, len, ns) < 0)
 		return -EBADMSG;
 	out->node = kv_get_le16(p + 6);
 	out->seq = kv_get_le64(p + 8);

@@ -186,6 +186,11 @@ uint64_t sched_node_blocks(const struct sched *s, uint32_t node)
 	return sched_index_node_blocks(s->ix, node);
 }
 
+bool sched_block_held(const struct sched *s, uint32_t node, uint64_t key)
+{
+	return sched_index_holds(s->ix, node, key);
+}
+
 /* ---- load -------------------------------------------------------------- */
 
 void sched_get_load(const struct sched *s, struct sched_load *l)

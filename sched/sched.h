@@ -204,6 +204,9 @@ long sched_node_reset(struct sched *s, uint32_t node);
 
 size_t sched_blocks(const struct sched *s);
 uint64_t sched_node_blocks(const struct sched *s, uint32_t node);
+/* node holds key, as far as the index knows (false for a node out of
+ * range) */
+bool sched_block_held(const struct sched *s, uint32_t node, uint64_t key);
 
 /* ---- requests ---------------------------------------------------------- */
 

@@ -431,6 +431,23 @@ static struct srv_fe_out *fe_find(void *arg, uint16_t node,
 	return best ? &best->fe : NULL;
 }
 
+/* a byte on the wake pipe: false to stop; else the handoff's blocks due
+ * at once, staged into their streams' outputs for the sends below */
+static bool ev_woken(struct ev_loop *l)
+{
+	char b[16];
+	ssize_t n = read(l->srv->wake[0], b, sizeof(b));
+
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0 || memchr(b, SRV_WAKE_STOP, (size_t)n))
+		return false;
+	pthread_mutex_lock(&l->srv->lock);
+	srv_handoff_due(l->srv, &l->stage, fe_find, l);
+	pthread_mutex_unlock(&l->srv->lock);
+	return true;
+}
+
 struct feed {
 	struct ev_loop *l;
 	struct ev_conn *c;
@@ -693,7 +710,7 @@ static void *ev_main(void *arg)
 		}
 		if (poll(p, n + 2, timeout) < 0 && errno != EINTR)
 			break;
-		if (p[0].revents)
+		if (p[0].revents && !ev_woken(l))
 			break;
 		/* backwards: conn_close moves the last stream into i; and
 		 * POLLOUT alone is for the send below (a read would block) */
@@ -750,7 +767,7 @@ void srv_events_stop(struct srv *srv)
 	if (!srv->ev_running)
 		return;
 	do
-		n = write(srv->wake[1], "x", 1);
+		n = write(srv->wake[1], (char[]){ SRV_WAKE_STOP }, 1);
 	while (n < 0 && errno == EINTR);
 	pthread_join(srv->ev_thread, NULL);
 	close(srv->wake[0]);

@@ -98,17 +98,17 @@ int srv_body_nodes(struct json_object *arr, uint32_t *nodes, uint32_t *n,
 	return 0;
 }
 
+/* the names are kept too: the handoff's FETCH carries them */
 static int keys_from_hashes(struct json_object *arr, struct sched_body *q)
 {
-	uint8_t h[KVFS_HASH_LEN];
-
 	for (uint32_t i = 0; i < q->nkeys; i++) {
 		struct json_object *e = json_object_array_get_idx(arr, i);
 
 		if (!json_object_is_type(e, json_type_string) ||
-		    kvfs_hash_from_hex(json_object_get_string(e), h) < 0)
+		    kvfs_hash_from_hex(json_object_get_string(e), q->hash[i]) <
+			    0)
 			return -EINVAL;
-		q->keys[i] = sched_key_from_hash(h);
+		q->keys[i] = sched_key_from_hash(q->hash[i]);
 	}
 	return 0;
 }
@@ -183,7 +183,9 @@ static int parse_keys(struct json_object *o, struct sched_body *q,
 		return -EINVAL;
 	q->nkeys = (uint32_t)len;
 	q->keys = calloc(len ? len : 1, sizeof(*q->keys));
-	if (!q->keys) {
+	if (h)
+		q->hash = calloc(len ? len : 1, sizeof(*q->hash));
+	if (!q->keys || (h && !q->hash)) {
 		*msg = "out of memory";
 		return -ENOMEM;
 	}
@@ -193,7 +195,7 @@ static int parse_keys(struct json_object *o, struct sched_body *q,
 int srv_body_schedule(struct json_object *o, uint32_t block_tokens,
 		      struct sched_body *q, const char **msg)
 {
-	struct json_object *ns;
+	struct json_object *ns = NULL;
 	int rc;
 
 	if (json_object_object_get_ex(o, "namespace", &ns) &&
@@ -204,6 +206,8 @@ int srv_body_schedule(struct json_object *o, uint32_t block_tokens,
 		*msg = "namespace: not a kvfs namespace name";
 		return -EINVAL;
 	}
+	if (ns)
+		strcpy(q->ns, json_object_get_string(ns));
 	rc = parse_keys(o, q, msg);
 	if (rc < 0)
 		return rc;

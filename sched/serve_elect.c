@@ -67,15 +67,9 @@ void srv_standby_answer(struct srv *srv, struct srv_answer *a)
 		known = kv_elect_field(st.leader, "http", addr, sizeof(addr)) ==
 			0;
 	}
-	a->status = 503;
-	a->json = json_object_new_object();
+	srv_answer_error(a, 503, "this conductor is a standby", "standby");
 	if (!a->json)
 		return;
-	json_object_object_add(
-		a->json, "error",
-		json_object_new_string("this conductor is a standby"));
-	json_object_object_add(a->json, "reason",
-			       json_object_new_string("standby"));
 	json_object_object_add(a->json, "leader",
 			       known ? json_object_new_string(addr) : NULL);
 	if (known)

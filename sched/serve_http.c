@@ -87,8 +87,8 @@ struct body {
 
 /* ---- answers ----------------------------------------------------------- */
 
-static void answer_error(struct srv_answer *a, unsigned status, const char *msg,
-			 const char *reason)
+void srv_answer_error(struct srv_answer *a, unsigned status, const char *msg,
+		      const char *reason)
 {
 	a->status = status;
 	a->json = json_object_new_object();
@@ -98,6 +98,38 @@ static void answer_error(struct srv_answer *a, unsigned status, const char *msg,
 	if (reason)
 		json_object_object_add(a->json, "reason",
 				       json_object_new_string(reason));
+}
+
+void srv_answer_id(struct srv_answer *a, uint64_t id, const char *key,
+		   const char *val)
+{
+	a->status = ST_OK;
+	a->json = json_object_new_object();
+	if (!a->json)
+		return;
+	json_object_object_add(a->json, "id", json_object_new_uint64(id));
+	json_object_object_add(a->json, key, json_object_new_string(val));
+}
+
+void srv_plan_json(struct json_object *j, uint32_t prefill, uint32_t decode,
+		   uint32_t local, uint32_t reuse, uint32_t xfer,
+		   uint32_t src_node)
+{
+	/* instances by index (their place in POST /v1/instances or
+	 * --prefill/--decode), nodes by kvfsd node id: the names say which */
+	json_object_object_add(j, "prefill_instance",
+			       json_object_new_int64(prefill));
+	json_object_object_add(j, "decode_instance",
+			       json_object_new_int64(decode));
+	json_object_object_add(j, "cached_blocks",
+			       json_object_new_int64(local));
+	json_object_object_add(j, "reuse_blocks", json_object_new_int64(reuse));
+	json_object_object_add(j, "transfer_blocks",
+			       json_object_new_int64(xfer));
+	json_object_object_add(j, "src_node_id",
+			       src_node == SCHED_NO_NODE
+				       ? NULL
+				       : json_object_new_int64(src_node));
 }
 
 /* hdr: one more header, "Name: value" split at hval; may be NULL */
@@ -150,12 +182,12 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn,
 static void instances_error(struct srv_answer *a, int rc)
 {
 	if (rc == -EEXIST)
-		answer_error(a, ST_CONFLICT, "instances are set", NULL);
+		srv_answer_error(a, ST_CONFLICT, "instances are set", NULL);
 	else if (rc == -ENOMEM)
-		answer_error(a, ST_INTERNAL, "out of memory", NULL);
+		srv_answer_error(a, ST_INTERNAL, "out of memory", NULL);
 	else
-		answer_error(a, ST_BAD, "instances refused by the scheduler",
-			     NULL);
+		srv_answer_error(a, ST_BAD,
+				 "instances refused by the scheduler", NULL);
 }
 
 static void h_instances(struct srv *srv, struct json_object *o,
@@ -165,13 +197,9 @@ static void h_instances(struct srv *srv, struct json_object *o,
 	const char *msg;
 	int rc;
 
-	if (!srv_leading(srv)) {
-		srv_standby_answer(srv, a);
-		return;
-	}
 	if (srv_body_nodes(srv_body_array(o, "prefill"), pf, &np, &msg) < 0 ||
 	    srv_body_nodes(srv_body_array(o, "decode"), dc, &nd, &msg) < 0) {
-		answer_error(a, ST_BAD, msg, NULL);
+		srv_answer_error(a, ST_BAD, msg, NULL);
 		return;
 	}
 	rc = srv_set_instances(srv, np, pf, nd, dc);
@@ -199,23 +227,9 @@ static void decision_json(const struct sched_decision *d, struct srv_answer *a)
 	a->json = j;
 	if (!j)
 		return;
-	/* instances by index (their place in POST /v1/instances or
-	 * --prefill/--decode), nodes by kvfsd node id: the names say which */
 	json_object_object_add(j, "id", json_object_new_uint64(d->id));
-	json_object_object_add(j, "prefill_instance",
-			       json_object_new_int64(d->prefill));
-	json_object_object_add(j, "decode_instance",
-			       json_object_new_int64(d->decode));
-	json_object_object_add(j, "cached_blocks",
-			       json_object_new_int64(d->local_blocks));
-	json_object_object_add(j, "transfer_blocks",
-			       json_object_new_int64(d->xfer_blocks));
-	json_object_object_add(j, "reuse_blocks",
-			       json_object_new_int64(d->reuse_blocks));
-	json_object_object_add(j, "src_node_id",
-			       d->src_node == SCHED_NO_NODE
-				       ? NULL
-				       : json_object_new_int64(d->src_node));
+	srv_plan_json(j, d->prefill, d->decode, d->local_blocks,
+		      d->reuse_blocks, d->xfer_blocks, d->src_node);
 	json_object_object_add(j, "est_queue_s",
 			       json_object_new_double(d->est_queue));
 	json_object_object_add(j, "est_ttft_s",
@@ -245,8 +259,8 @@ static int schedule_locked(struct srv *srv, const struct sched_body *q,
 	rc = sched_schedule(srv->s, &r, srv_now(srv), d);
 	if (rc == 0)
 		srv->c.requests++;
-	if (rc == 0 && srv->ho && d->verdict == SCHED_ACCEPT && !d->held)
-		srv_handoff_add(srv, d, q->keys, q->nkeys);
+	if (rc == 0 && srv->ho && d->verdict == SCHED_ACCEPT)
+		srv_handoff_add(srv, d, q);
 	if (rc == 0 && d->held && d->verdict == SCHED_ACCEPT)
 		srv_q_kick(srv);
 	return rc;
@@ -262,8 +276,8 @@ static void h_schedule(struct srv *srv, struct json_object *o,
 
 	rc = srv_body_schedule(o, srv->cfg.cost.block_tokens, &q, &msg);
 	if (rc < 0) {
-		answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD, msg,
-			     NULL);
+		srv_answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD, msg,
+				 NULL);
 		goto out_free;
 	}
 	pthread_mutex_lock(&srv->lock);
@@ -272,22 +286,25 @@ static void h_schedule(struct srv *srv, struct json_object *o,
 	if (rc == -EREMOTE)
 		srv_standby_answer(srv, a);
 	else if (rc == -EAGAIN)
-		answer_error(a, ST_UNAVAILABLE, "no instances yet", NULL);
+		srv_answer_error(a, ST_UNAVAILABLE, "no instances yet", NULL);
 	else if (rc < 0)
-		answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD,
-			     rc == -ENOMEM ? "out of memory"
-					   : "request refused by the scheduler",
-			     NULL);
+		srv_answer_error(a, rc == -ENOMEM ? ST_INTERNAL : ST_BAD,
+				 rc == -ENOMEM
+					 ? "out of memory"
+					 : "request refused by the scheduler",
+				 NULL);
 	else if (d.verdict == SCHED_REJECT_TTFT)
-		answer_error(a, ST_TOO_MANY,
-			     "no prefill instance meets the TTFT SLO", "ttft");
+		srv_answer_error(a, ST_TOO_MANY,
+				 "no prefill instance meets the TTFT SLO",
+				 "ttft");
 	else if (d.verdict == SCHED_REJECT_TBT)
-		answer_error(a, ST_TOO_MANY,
-			     "no decode instance meets the TBT SLO", "tbt");
+		srv_answer_error(a, ST_TOO_MANY,
+				 "no decode instance meets the TBT SLO", "tbt");
 	else
 		decision_json(&d, a);
 out_free:
 	free(q.keys);
+	free(q.hash);
 }
 
 /* ---- POST /v1/complete --------------------------------------------------- */
@@ -320,12 +337,8 @@ static void h_complete(struct srv *srv, struct json_object *o,
 	uint64_t id;
 	int rc;
 
-	if (!srv_leading(srv)) {
-		srv_standby_answer(srv, a);
-		return;
-	}
 	if (srv_body_complete(o, &id, &prefill, &msg) < 0) {
-		answer_error(a, ST_BAD, msg, NULL);
+		srv_answer_error(a, ST_BAD, msg, NULL);
 		return;
 	}
 	phase = prefill ? "prefill" : "decode";
@@ -333,21 +346,15 @@ static void h_complete(struct srv *srv, struct json_object *o,
 	rc = complete_locked(srv, id, prefill);
 	pthread_mutex_unlock(&srv->lock);
 	if (rc == -EALREADY) {
-		answer_error(a, ST_CONFLICT, "prefill reported before", NULL);
+		srv_answer_error(a, ST_CONFLICT, "prefill reported before",
+				 NULL);
 		return;
 	}
 	if (rc < 0) {
-		answer_error(a, ST_NOT_FOUND, "no such request", NULL);
+		srv_answer_error(a, ST_NOT_FOUND, "no such request", NULL);
 		return;
 	}
-	a->status = ST_OK;
-	a->json = json_object_new_object();
-	if (a->json) {
-		json_object_object_add(a->json, "id",
-				       json_object_new_uint64(id));
-		json_object_object_add(a->json, "phase",
-				       json_object_new_string(phase));
-	}
+	srv_answer_id(a, id, "phase", phase);
 }
 
 /* ---- routing ------------------------------------------------------------- */
@@ -358,6 +365,9 @@ struct route {
 	/* POST: o is the parsed body; GET: NULL */
 	void (*fn)(struct srv *srv, struct json_object *o,
 		   struct srv_answer *a);
+	/* a standby answers 503 (srv_standby_answer) once the body parsed;
+	 * /v1/schedule asks again under the lock, right before deciding */
+	bool leader;
 };
 
 static void h_stats(struct srv *srv, struct json_object *o,
@@ -373,14 +383,15 @@ static void h_metrics(struct srv *srv, struct json_object *o,
 }
 
 static const struct route routes[] = {
-	{ "/v1/instances", "POST", h_instances },
-	{ "/v1/schedule", "POST", h_schedule },
-	{ "/v1/complete", "POST", h_complete },
-	{ "/v1/next", "POST", srv_next_post },
-	{ "/v1/progress", "POST", srv_progress_post },
-	{ "/v1/kv-events", "POST", srv_kvev_post },
-	{ "/v1/stats", "GET", h_stats },
-	{ "/metrics", "GET", h_metrics },
+	/* path, method, handler, leader only */
+	{ "/v1/instances", "POST", h_instances, true },
+	{ "/v1/schedule", "POST", h_schedule, false },
+	{ "/v1/complete", "POST", h_complete, true },
+	{ "/v1/next", "POST", srv_next_post, true },
+	{ "/v1/progress", "POST", srv_progress_post, true },
+	{ "/v1/kv-events", "POST", srv_kvev_post, false },
+	{ "/v1/stats", "GET", h_stats, false },
+	{ "/metrics", "GET", h_metrics, false },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -402,11 +413,14 @@ static void dispatch(struct srv *srv, const struct route *rt,
 	if (!strcmp(rt->method, "POST")) {
 		o = srv_body_json(b->buf, b->len, &msg);
 		if (!o) {
-			answer_error(a, ST_BAD, msg, NULL);
+			srv_answer_error(a, ST_BAD, msg, NULL);
 			return;
 		}
 	}
-	rt->fn(srv, o, a);
+	if (rt->leader && !srv_leading(srv))
+		srv_standby_answer(srv, a);
+	else
+		rt->fn(srv, o, a);
 	json_object_put(o);
 }
 
@@ -458,12 +472,12 @@ static enum MHD_Result respond(struct srv *srv, struct MHD_Connection *conn,
 	const char *allow = NULL;
 
 	if (!rt) {
-		answer_error(&a, ST_NOT_FOUND, "no such path", NULL);
+		srv_answer_error(&a, ST_NOT_FOUND, "no such path", NULL);
 	} else if (strcmp(rt->method, method)) {
-		answer_error(&a, ST_METHOD, "method not allowed", NULL);
+		srv_answer_error(&a, ST_METHOD, "method not allowed", NULL);
 		allow = rt->method;
 	} else if (b->too_big) {
-		answer_error(&a, ST_TOO_LARGE, "body too large", NULL);
+		srv_answer_error(&a, ST_TOO_LARGE, "body too large", NULL);
 	} else {
 		dispatch(srv, rt, b, &a);
 	}
@@ -514,8 +528,8 @@ static enum MHD_Result unauthorized(struct srv *srv,
 	srv->c.bad++;
 	srv->c.http_unauthorized++;
 	pthread_mutex_unlock(&srv->lock);
-	answer_error(&a, ST_UNAUTHORIZED, "missing or wrong bearer token",
-		     NULL);
+	srv_answer_error(&a, ST_UNAUTHORIZED, "missing or wrong bearer token",
+			 NULL);
 	return send_answer(conn, &a, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 			   "Bearer realm=\"kvconductor\"");
 }

@@ -121,46 +121,102 @@ struct srv {
 
 	/* the event listener (serve.c) */
 	int ev_fd;   /* -1: no --events */
-	int wake[2]; /* a byte on wake[1] stops it */
+	int wake[2]; /* a byte on wake[1]: SRV_WAKE_STOP or _FETCH */
 	pthread_t ev_thread;
 	bool ev_running;
 };
 
 /*
  * The prefill-to-decode handoff (serve_handoff.c; kvconductor(8)
- * HANDOFF).  When /v1/schedule puts a request's prefill on node src and
- * its decode on node dst != src, the request's block keys are remembered
- * (srv_ho_add); an INSERT of one of them from src (srv_ho_sealed) makes
- * a FETCH of it due on dst's event stream.  A request is forgotten at
- * /v1/complete of its decode, once every block went, or SRV_HO_TTL after
- * its schedule.  The caps bound the books (about 48 bytes a key).
+ * HANDOFF).  When a request's prefill is on node src and its decode on
+ * node dst != src (known at /v1/schedule, or for a held request at its
+ * dispatch by /v1/next), the request is bound to them: the blocks of its
+ * prefix the index says src holds already seal no INSERT, so those dst
+ * lacks are due at once (when the request named its blocks: FETCH
+ * carries names, not keys); its other keys are remembered, and an INSERT
+ * of one of them from src (srv_ho_sealed) makes a FETCH of it due on
+ * dst's event stream.  A CPP pipeline's src is its lead's node, where
+ * the scheduler's books put its blocks; an INSERT from another node of
+ * the pipeline is taken as well, in case that stage's engine writes
+ * them.  A held request's keys (and names) wait unbound from its
+ * schedule to its dispatch.  A request is forgotten at /v1/complete of
+ * its decode, once every block went, or SRV_HO_TTL after its schedule
+ * (after its dispatch, once bound there).  The caps bound the books
+ * (about 48 bytes a key, 32 more for a held request's names).
  */
 #define SRV_HO_TTL 120.0	   /* s: 4 times the default TTFT SLO */
 #define SRV_HO_MAX_REQS 65536u	   /* requests remembered at once */
 #define SRV_HO_MAX_KEYS (1u << 20) /* their keys in all */
+#define SRV_HO_MAX_DUE 65536u	   /* cached blocks due, not yet staged */
 #define SRV_FE_OUT_MAX (1u << 20)  /* FETCH bytes waiting on one stream */
 #define SRV_FE_STAGE 1024u	   /* blocks staged before encoding */
 
 struct srv_ho;
 int srv_ho_create(size_t max_req, size_t max_keys, struct srv_ho **out);
 void srv_ho_destroy(struct srv_ho *h);
-/* 0 (also for src == dst or no keys: nothing to do), -EEXIST (id is
- * there), -ENOSPC (past a cap), -ENOMEM */
+/* bound at once to one src, without a cached prefix: 0 (also for src ==
+ * dst or no keys: nothing to do), -EEXIST (id is there), -ENOSPC (past a
+ * cap), -ENOMEM */
 int srv_ho_add(struct srv_ho *h, uint64_t id, uint16_t src, uint16_t dst,
 	       const uint64_t *keys, uint32_t n, double now);
+
+/* a request's block names, for the FETCH of its cached prefix: hash NULL
+ * (block_keys) or ns NULL or "" (none given): none */
+struct srv_ho_names {
+	const uint8_t (*hash)[KVFS_HASH_LEN]; /* [n], as the keys */
+	const char *ns;
+};
+/* whether node holds key (the locality index) */
+typedef bool (*srv_ho_holds_fn)(void *arg, uint16_t node, uint64_t key);
+/*
+ * Bind id to its prefill nodes src[0..nsrc) (src[0] the lead, whose
+ * cached prefix of keys, by holds, is due at once where dst lacks it;
+ * nsrc 1..SCHED_CPP_LIMIT) and its decode node dst.  srv_ho_start
+ * remembers a request and binds it; srv_ho_dispatch binds one
+ * srv_ho_hold remembered at its schedule.  *due: blocks made due (a due
+ * block the queue had no room for is counted in *over, and dropped).
+ * 1 remembered or something due, 0 nothing to hand off (src[0] == dst,
+ * no keys, every key on dst already), -EEXIST, -ENOSPC, -ENOMEM;
+ * srv_ho_dispatch: -ENOENT (not held: never, refused, or forgotten),
+ * -EALREADY (bound at an earlier dispatch: a yielded request resumes).
+ */
+int srv_ho_start(struct srv_ho *h, uint64_t id, const uint16_t *src,
+		 uint32_t nsrc, uint16_t dst, const uint64_t *keys,
+		 const struct srv_ho_names *nm, uint32_t n,
+		 srv_ho_holds_fn holds, void *arg, double now, uint32_t *due,
+		 uint32_t *over);
+/* remember a held request until its dispatch: 0 (also without keys),
+ * -EEXIST, -ENOSPC, -ENOMEM; its names, when given, are copied */
+int srv_ho_hold(struct srv_ho *h, uint64_t id, const uint64_t *keys,
+		const struct srv_ho_names *nm, uint32_t n, double now);
+int srv_ho_dispatch(struct srv_ho *h, uint64_t id, const uint16_t *src,
+		    uint32_t nsrc, uint16_t dst, srv_ho_holds_fn holds,
+		    void *arg, double now, uint32_t *due, uint32_t *over);
 /* node sealed key: the nodes that are to pull it, each once, at most max
  * of them, in dst; the entries it matched are forgotten */
 uint32_t srv_ho_sealed(struct srv_ho *h, uint16_t node, uint64_t key,
 		       uint16_t *dst, uint32_t max);
+/* each due block, oldest first, to fn (NULL: dropped), and forgotten;
+ * how many */
+typedef void (*srv_ho_due_fn)(void *arg, uint16_t src, uint16_t dst,
+			      const char *ns, uint8_t ns_len,
+			      const uint8_t *hash);
+uint32_t srv_ho_due_take(struct srv_ho *h, srv_ho_due_fn fn, void *arg);
 /* false: id was not there */
 bool srv_ho_forget(struct srv_ho *h, uint64_t id);
 /* forget the requests scheduled ttl or more before now; how many */
 uint64_t srv_ho_expire(struct srv_ho *h, double now, double ttl);
 void srv_ho_size(const struct srv_ho *h, size_t *reqs, size_t *keys);
-/* under the lock, after an accepted decision d of keys: remember them
- * when its prefill and decode nodes differ, and count */
+
+struct sched_body;
+/* under the lock, after an accepted decision d of the body q: bind the
+ * request when its prefill and decode nodes differ, or remember it until
+ * its dispatch when d->held; count; and wake the event listener for what
+ * is due at once */
 void srv_handoff_add(struct srv *srv, const struct sched_decision *d,
-		     const uint64_t *keys, uint32_t n);
+		     const struct sched_body *q);
+/* under the lock, after sched_next dispatched d: bind a held request */
+void srv_handoff_dispatch(struct srv *srv, const struct sched_dispatch *d);
 
 /* a stream's FETCH frames on their way out, event thread only */
 struct srv_fe_out {
@@ -203,6 +259,10 @@ void srv_fe_stage_add(struct srv_fe_stage *st, srv_fe_find_fn find, void *arg,
 /* encode what is staged; counts frames, blocks and drops in c */
 void srv_fe_stage_flush(struct srv_fe_stage *st, srv_fe_find_fn find, void *arg,
 			struct srv_counters *c);
+/* the event thread, under the lock, woken by SRV_WAKE_FETCH: stage and
+ * encode the blocks due at once */
+void srv_handoff_due(struct srv *srv, struct srv_fe_stage *st,
+		     srv_fe_find_fn find, void *arg);
 
 /* seconds since start, the scheduler's `now` */
 double srv_now(const struct srv *srv);
@@ -249,8 +309,11 @@ int srv_body_nodes(struct json_object *arr, uint32_t *nodes, uint32_t *n,
 /* POST /v1/schedule */
 struct sched_body {
 	uint64_t *keys; /* malloc'd: free it, also after an error */
+	uint8_t (*hash)[KVFS_HASH_LEN]; /* the same with "hashes": the names
+					 * (the handoff's FETCH); else NULL */
 	uint32_t nkeys;
 	uint64_t input, output;
+	char ns[KVFS_NS_MAX + 1]; /* "namespace", "" when absent */
 };
 int srv_body_schedule(struct json_object *o, uint32_t block_tokens,
 		      struct sched_body *q, const char **msg);
@@ -258,7 +321,11 @@ int srv_body_schedule(struct json_object *o, uint32_t block_tokens,
 int srv_body_complete(struct json_object *o, uint64_t *id, bool *prefill,
 		      const char **msg);
 
-/* the event listener thread on srv->ev_fd; 0 or -errno */
+/* the event listener thread on srv->ev_fd; 0 or -errno.  What a byte on
+ * srv->wake[1] asks of it: stop, or send the handoff's due blocks (at
+ * most one such byte waits, so the pipe never fills) */
+#define SRV_WAKE_STOP 'x'
+#define SRV_WAKE_FETCH 'f'
 int srv_events_start(struct srv *srv);
 void srv_events_stop(struct srv *srv);
 
@@ -272,6 +339,25 @@ struct srv_answer {
 	size_t len;
 	char *leader; /* malloc'd: the X-Kvfs-Leader header; NULL none */
 };
+
+/*
+ * Answers the handlers share (serve_http.c).  A json-c allocation that
+ * fails leaves a->json NULL: an empty 500 goes out.  The routing table
+ * there answers a standby's 503 for every route only the leader serves,
+ * before its handler runs.
+ */
+/* status with {"error": msg} and, unless NULL, "reason" */
+void srv_answer_error(struct srv_answer *a, unsigned status, const char *msg,
+		      const char *reason);
+/* 200 with {"id": id, key: val} */
+void srv_answer_id(struct srv_answer *a, uint64_t id, const char *key,
+		   const char *val);
+/* a placement's fields into j, as /v1/schedule and /v1/next name them:
+ * prefill_instance, decode_instance, cached_blocks, reuse_blocks,
+ * transfer_blocks, src_node_id (null for SCHED_NO_NODE) */
+void srv_plan_json(struct json_object *j, uint32_t prefill, uint32_t decode,
+		   uint32_t local, uint32_t reuse, uint32_t xfer,
+		   uint32_t src_node);
 
 /* GET /v1/stats and GET /metrics (serve_stats.c); they take the lock for
  * a snapshot only */

@@ -22,11 +22,7 @@ int srv_kvev_add_spec(struct srv *srv, const char *spec, const char **msg)
 
 void srv_kvev_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 {
-	a->status = 501;
-	a->json = json_object_new_object();
-	if (a->json)
-		json_object_object_add(a->json, "error",
-				       json_object_new_string(NONE_MSG));
+	srv_answer_error(a, 501, NONE_MSG, NULL);
 }
 
 void srv_kvev_node_reset(struct srv *srv, uint32_t node)

@@ -344,15 +344,6 @@ static int json_str(struct json_object *o, const char *k, const char **s,
 	return 0;
 }
 
-static void answer(struct srv_answer *a, unsigned status, const char *msg)
-{
-	a->status = status;
-	a->json = json_object_new_object();
-	if (a->json && msg)
-		json_object_object_add(a->json, "error",
-				       json_object_new_string(msg));
-}
-
 void srv_kvev_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 {
 	struct kvev_spec sp = { 0 };
@@ -364,7 +355,7 @@ void srv_kvev_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 	    json_str(o, "model", &sp.model, &sp.model_len) < 0 ||
 	    json_str(o, "instance", &sp.id, &sp.id_len) < 0 ||
 	    json_str(o, "topic", &sp.topic, &sp.topic_len) < 0) {
-		answer(a, 400, msg);
+		srv_answer_error(a, 400, msg, NULL);
 		return;
 	}
 	rc = srv_body_u64(o, "node", 0, UINT64_MAX, &sp.node);
@@ -377,10 +368,13 @@ void srv_kvev_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 		sp.block_size = 0;
 	rc = kvev_add(srv, &sp, &msg);
 	if (rc < 0) {
-		answer(a, rc == -EEXIST ? 409 : rc == -ENOMEM ? 500 : 400, msg);
+		unsigned st = rc == -EEXIST ? 409 : rc == -ENOMEM ? 500 : 400;
+
+		srv_answer_error(a, st, msg, NULL);
 		return;
 	}
-	answer(a, 200, NULL);
+	a->status = 200;
+	a->json = json_object_new_object();
 	if (!a->json)
 		return;
 	json_object_object_add(

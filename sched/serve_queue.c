@@ -48,15 +48,6 @@ struct srv_q {
 	struct srv_q_box box[SCHED_MAX_INSTANCES];
 };
 
-static void q_error(struct srv_answer *a, unsigned status, const char *msg)
-{
-	a->status = status;
-	a->json = json_object_new_object();
-	if (a->json)
-		json_object_object_add(a->json, "error",
-				       json_object_new_string(msg));
-}
-
 /* under the lock: the waiters' state, made at first use */
 static struct srv_q *q_get(struct srv *srv)
 {
@@ -118,20 +109,8 @@ static void dispatch_json(const struct srv *srv, const struct sched_dispatch *d,
 	for (uint32_t i = 0; in && i < d->ninst; i++)
 		json_object_array_add(in, json_object_new_int64(d->inst[i]));
 	json_object_object_add(j, "instances", in);
-	json_object_object_add(j, "prefill_instance",
-			       json_object_new_int64(d->prefill));
-	json_object_object_add(j, "decode_instance",
-			       json_object_new_int64(d->decode));
-	json_object_object_add(j, "cached_blocks",
-			       json_object_new_int64(d->local_blocks));
-	json_object_object_add(j, "reuse_blocks",
-			       json_object_new_int64(d->reuse_blocks));
-	json_object_object_add(j, "transfer_blocks",
-			       json_object_new_int64(d->xfer_blocks));
-	json_object_object_add(j, "src_node_id",
-			       d->src_node == SCHED_NO_NODE
-				       ? NULL
-				       : json_object_new_int64(d->src_node));
+	srv_plan_json(j, d->prefill, d->decode, d->local_blocks,
+		      d->reuse_blocks, d->xfer_blocks, d->src_node);
 	json_object_object_add(j, "done_tokens",
 			       json_object_new_uint64(d->done_tokens));
 	json_object_object_add(j, "chunk_tokens",
@@ -169,6 +148,9 @@ static int next_try(struct srv *srv, struct srv_q *q, uint32_t inst,
 	rc = sched_next(srv->s, inst, srv_now(srv), d);
 	if (rc == -EBUSY)
 		return 0;
+	/* its instances are known now: the handoff binds it */
+	if (rc == 1 && srv->ho)
+		srv_handoff_dispatch(srv, d);
 	if (rc == 1 && d->ninst > 1) {
 		announce(q, d);
 		pthread_cond_broadcast(&q->cond);
@@ -212,18 +194,15 @@ void srv_next_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 	uint32_t stage = 0;
 	int rc;
 
-	if (!srv_leading(srv)) {
-		srv_standby_answer(srv, a);
-		return;
-	}
 	if (srv_body_u64(o, "instance", 0, SCHED_MAX_INSTANCES - 1, &inst) <
 	    0) {
-		q_error(a, 400, "instance: a prefill instance index");
+		srv_answer_error(a, 400, "instance: a prefill instance index",
+				 NULL);
 		return;
 	}
 	rc = srv_body_u64(o, "wait_ms", 0, NEXT_WAIT_MAX_MS, &wait_ms);
 	if (rc == -EINVAL) {
-		q_error(a, 400, "wait_ms: 0 to 30000");
+		srv_answer_error(a, 400, "wait_ms: 0 to 30000", NULL);
 		return;
 	}
 	pthread_mutex_lock(&srv->lock);
@@ -237,15 +216,17 @@ void srv_next_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 		rc = next_wait(srv, (uint32_t)inst, wait_ms, &d, &stage);
 	pthread_mutex_unlock(&srv->lock);
 	if (rc == -EAGAIN)
-		q_error(a, 503, "no instances yet");
+		srv_answer_error(a, 503, "no instances yet", NULL);
 	else if (rc == -EPERM)
-		q_error(a, 409,
-			"the policy holds no queues: decisions are "
-			"final at /v1/schedule");
+		srv_answer_error(a, 409,
+				 "the policy holds no queues: decisions are "
+				 "final at /v1/schedule",
+				 NULL);
 	else if (rc == -ERANGE)
-		q_error(a, 400, "instance: no such prefill instance");
+		srv_answer_error(a, 400, "instance: no such prefill instance",
+				 NULL);
 	else if (rc < 0)
-		q_error(a, 500, "out of memory");
+		srv_answer_error(a, 500, "out of memory", NULL);
 	else if (rc == 1)
 		dispatch_json(srv, &d, stage, a);
 	else if ((a->json = json_object_new_object())) {
@@ -262,13 +243,10 @@ void srv_progress_post(struct srv *srv, struct json_object *o,
 	uint64_t id, done;
 	int rc;
 
-	if (!srv_leading(srv)) {
-		srv_standby_answer(srv, a);
-		return;
-	}
 	if (srv_body_u64(o, "id", 1, UINT64_MAX - 1, &id) < 0 ||
 	    srv_body_u64(o, "done_tokens", 0, UINT64_MAX - 1, &done) < 0) {
-		q_error(a, 400, "id and done_tokens: whole numbers");
+		srv_answer_error(a, 400, "id and done_tokens: whole numbers",
+				 NULL);
 		return;
 	}
 	pthread_mutex_lock(&srv->lock);
@@ -277,20 +255,12 @@ void srv_progress_post(struct srv *srv, struct json_object *o,
 		srv_q_kick(srv);
 	pthread_mutex_unlock(&srv->lock);
 	if (rc == -ENOENT) {
-		q_error(a, 404, "no such request");
+		srv_answer_error(a, 404, "no such request", NULL);
 		return;
 	}
 	if (rc < 0) {
-		q_error(a, 409, "the request is not running");
+		srv_answer_error(a, 409, "the request is not running", NULL);
 		return;
 	}
-	a->status = 200;
-	a->json = json_object_new_object();
-	if (a->json) {
-		json_object_object_add(a->json, "id",
-				       json_object_new_uint64(id));
-		json_object_object_add(
-			a->json, "action",
-			json_object_new_string(rc ? "yield" : "continue"));
-	}
+	srv_answer_id(a, id, "action", rc ? "yield" : "continue");
 }

@@ -190,104 +190,90 @@ static void metric(FILE *f, const char *name, const char *type,
 		help, name, type);
 }
 
+/* a metric of one sample, no labels */
+static void metric1(FILE *f, const char *name, const char *type,
+		    const char *help, uint64_t v)
+{
+	metric(f, name, type, help);
+	fprintf(f, "kvconductor_%s %llu\n", name, (unsigned long long)v);
+}
+
+/* one sample of a metric labelled by reason */
+static void by_reason(FILE *f, const char *name, const char *reason, uint64_t v)
+{
+	fprintf(f, "kvconductor_%s{reason=\"%s\"} %llu\n", name, reason,
+		(unsigned long long)v);
+}
+
 /* what the deadlines and caps closed or refused */
 static void metrics_guards(FILE *f, const struct snap *sn)
 {
-	metric(f, "expired_total", "counter",
-	       "Requests forgotten by --request-ttl.");
-	fprintf(f, "kvconductor_expired_total %llu\n",
-		(unsigned long long)sn->c.expired);
+	metric1(f, "expired_total", "counter",
+		"Requests forgotten by --request-ttl.", sn->c.expired);
 	metric(f, "event_streams_closed_total", "counter",
 	       "Event streams closed by the conductor's rules.");
-	fprintf(f,
-		"kvconductor_event_streams_closed_total{reason=\"no_reset\"} "
-		"%llu\n"
-		"kvconductor_event_streams_closed_total{reason=\"timeout\"} "
-		"%llu\n"
-		"kvconductor_event_streams_closed_total{reason=\"evicted\"} "
-		"%llu\n"
-		"kvconductor_event_streams_closed_total{reason=\"auth\"} "
-		"%llu\n",
-		(unsigned long long)sn->c.ev_no_reset,
-		(unsigned long long)sn->c.ev_timeouts,
-		(unsigned long long)sn->c.ev_evicted,
-		(unsigned long long)sn->c.ev_auth_failures);
-	metric(f, "http_unauthorized_total", "counter",
-	       "HTTP requests without the bearer token.");
-	fprintf(f, "kvconductor_http_unauthorized_total %llu\n",
-		(unsigned long long)sn->c.http_unauthorized);
+	by_reason(f, "event_streams_closed_total", "no_reset",
+		  sn->c.ev_no_reset);
+	by_reason(f, "event_streams_closed_total", "timeout",
+		  sn->c.ev_timeouts);
+	by_reason(f, "event_streams_closed_total", "evicted", sn->c.ev_evicted);
+	by_reason(f, "event_streams_closed_total", "auth",
+		  sn->c.ev_auth_failures);
+	metric1(f, "http_unauthorized_total", "counter",
+		"HTTP requests without the bearer token.",
+		sn->c.http_unauthorized);
 	metric(f, "http_connections_closed_total", "counter",
 	       "HTTP connections closed by the guard.");
-	fprintf(f,
-		"kvconductor_http_connections_closed_total{reason=\"timeout\"} "
-		"%llu\n"
-		"kvconductor_http_connections_closed_total{reason=\"evicted\"} "
-		"%llu\n",
-		(unsigned long long)sn->c.http_timeouts,
-		(unsigned long long)sn->c.http_evicted);
+	by_reason(f, "http_connections_closed_total", "timeout",
+		  sn->c.http_timeouts);
+	by_reason(f, "http_connections_closed_total", "evicted",
+		  sn->c.http_evicted);
 }
 
 static void metrics_counters(FILE *f, const struct snap *sn)
 {
-	metric(f, "requests_total", "counter", "Schedule requests decided.");
-	fprintf(f, "kvconductor_requests_total %llu\n",
-		(unsigned long long)sn->c.requests);
-	metric(f, "accepted_total", "counter", "Requests accepted.");
-	fprintf(f, "kvconductor_accepted_total %llu\n",
-		(unsigned long long)sn->load.accepted);
+	metric1(f, "requests_total", "counter", "Schedule requests decided.",
+		sn->c.requests);
+	metric1(f, "accepted_total", "counter", "Requests accepted.",
+		sn->load.accepted);
 	metric(f, "rejected_total", "counter",
 	       "Requests rejected early, by the SLO they would miss.");
-	fprintf(f,
-		"kvconductor_rejected_total{reason=\"ttft\"} %llu\n"
-		"kvconductor_rejected_total{reason=\"tbt\"} %llu\n",
-		(unsigned long long)sn->load.rejected_ttft,
-		(unsigned long long)sn->load.rejected_tbt);
-	metric(f, "completed_total", "counter", "Requests completed.");
-	fprintf(f, "kvconductor_completed_total %llu\n",
-		(unsigned long long)sn->c.completed);
-	metric(f, "http_errors_total", "counter", "HTTP answers 400 and up.");
-	fprintf(f, "kvconductor_http_errors_total %llu\n",
-		(unsigned long long)sn->c.bad);
-	metric(f, "event_frames_total", "counter", "Block-event frames.");
-	fprintf(f, "kvconductor_event_frames_total %llu\n",
-		(unsigned long long)sn->c.ev_frames);
-	metric(f, "event_records_total", "counter", "Block-event records.");
-	fprintf(f, "kvconductor_event_records_total %llu\n",
-		(unsigned long long)sn->c.ev_records);
-	metric(f, "event_errors_total", "counter",
-	       "Event streams ended by a bad frame.");
-	fprintf(f, "kvconductor_event_errors_total %llu\n",
-		(unsigned long long)sn->c.ev_errors);
+	by_reason(f, "rejected_total", "ttft", sn->load.rejected_ttft);
+	by_reason(f, "rejected_total", "tbt", sn->load.rejected_tbt);
+	metric1(f, "completed_total", "counter", "Requests completed.",
+		sn->c.completed);
+	metric1(f, "http_errors_total", "counter", "HTTP answers 400 and up.",
+		sn->c.bad);
+	metric1(f, "event_frames_total", "counter", "Block-event frames.",
+		sn->c.ev_frames);
+	metric1(f, "event_records_total", "counter", "Block-event records.",
+		sn->c.ev_records);
+	metric1(f, "event_errors_total", "counter",
+		"Event streams ended by a bad frame.", sn->c.ev_errors);
 	metrics_guards(f, sn);
 }
 
 static void metrics_handoff(FILE *f, const struct snap *sn)
 {
-	metric(f, "handoff_fetch_frames_total", "counter",
-	       "FETCH frames sent to decode nodes.");
-	fprintf(f, "kvconductor_handoff_fetch_frames_total %llu\n",
-		(unsigned long long)sn->c.ho_fetch_frames);
-	metric(f, "handoff_fetch_blocks_total", "counter",
-	       "Blocks decode nodes were asked to pull.");
-	fprintf(f, "kvconductor_handoff_fetch_blocks_total %llu\n",
-		(unsigned long long)sn->c.ho_fetch_blocks);
-	metric(f, "handoff_dropped_total", "counter",
-	       "Blocks due for a FETCH that found no stream or room.");
-	fprintf(f, "kvconductor_handoff_dropped_total %llu\n",
-		(unsigned long long)sn->c.ho_dropped);
-	metric(f, "handoff_waiting_blocks", "gauge",
-	       "Blocks of scheduled requests the handoff waits for.");
-	fprintf(f, "kvconductor_handoff_waiting_blocks %zu\n", sn->ho_keys);
+	metric1(f, "handoff_fetch_frames_total", "counter",
+		"FETCH frames sent to decode nodes.", sn->c.ho_fetch_frames);
+	metric1(f, "handoff_fetch_blocks_total", "counter",
+		"Blocks decode nodes were asked to pull.",
+		sn->c.ho_fetch_blocks);
+	metric1(f, "handoff_dropped_total", "counter",
+		"Blocks due for a FETCH that found no stream or room.",
+		sn->c.ho_dropped);
+	metric1(f, "handoff_waiting_blocks", "gauge",
+		"Blocks of scheduled requests the handoff waits for.",
+		sn->ho_keys);
 }
 
 static void metrics_gauges(FILE *f, const struct snap *sn)
 {
-	metric(f, "live_requests", "gauge", "Accepted, not completed.");
-	fprintf(f, "kvconductor_live_requests %llu\n",
-		(unsigned long long)sn->load.live);
-	metric(f, "blocks_indexed", "gauge", "Blocks in the locality index.");
-	fprintf(f, "kvconductor_blocks_indexed %llu\n",
-		(unsigned long long)sn->blocks);
+	metric1(f, "live_requests", "gauge", "Accepted, not completed.",
+		sn->load.live);
+	metric1(f, "blocks_indexed", "gauge", "Blocks in the locality index.",
+		sn->blocks);
 	metric(f, "prefill_queue_seconds", "gauge",
 	       "Estimated queue wait per prefill instance.");
 	for (uint32_t i = 0; i < sn->np; i++)

@@ -256,6 +256,277 @@ START_TEST(test_books_caps_expiry)
 }
 END_TEST
 
+/* a locality index for the books: node 1 holds keys 10, 11, 12, 14 and
+ * every key from 100000, node 2 holds 11, node 3 holds 10 */
+static bool fake_holds(void *arg, uint16_t node, uint64_t key)
+{
+	(void)arg;
+	switch (node) {
+	case 1:
+		return key == 10 || key == 11 || key == 12 || key == 14 ||
+		       key >= 100000;
+	case 2:
+		return key == 11;
+	case 3:
+		return key == 10;
+	default:
+		return false;
+	}
+}
+
+/* what srv_ho_due_take hands out, in order */
+struct due_log {
+	uint32_t n;
+	struct {
+		uint16_t src, dst;
+		char ns[8];
+		uint8_t hash[KVFS_HASH_LEN];
+	} item[8];
+};
+
+static void due_log(void *arg, uint16_t src, uint16_t dst, const char *ns,
+		    uint8_t ns_len, const uint8_t *hash)
+{
+	struct due_log *d = arg;
+
+	ck_assert_uint_lt(d->n, 8);
+	ck_assert_uint_lt(ns_len, sizeof(d->item[0].ns));
+	d->item[d->n].src = src;
+	d->item[d->n].dst = dst;
+	memcpy(d->item[d->n].ns, ns, ns_len);
+	d->item[d->n].ns[ns_len] = 0;
+	memcpy(d->item[d->n].hash, hash, KVFS_HASH_LEN);
+	d->n++;
+}
+
+/* item i of d is the block named hash_of(key), from src to dst in "m" */
+static void due_is(const struct due_log *d, uint32_t i, uint16_t src,
+		   uint16_t dst, uint32_t key)
+{
+	uint8_t h[KVFS_HASH_LEN];
+
+	hash_of(h, key);
+	ck_assert_uint_lt(i, d->n);
+	ck_assert_uint_eq(d->item[i].src, src);
+	ck_assert_uint_eq(d->item[i].dst, dst);
+	ck_assert_str_eq(d->item[i].ns, "m");
+	ck_assert_mem_eq(d->item[i].hash, h, KVFS_HASH_LEN);
+}
+
+/* a prompt of keys first.. with its names */
+static void prompt(uint64_t *keys, uint8_t (*hs)[KVFS_HASH_LEN], uint32_t first,
+		   uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		keys[i] = first + i;
+		hash_of(hs[i], first + i);
+	}
+}
+
+/* the prefix the prefill node holds already seals no INSERT: those of
+ * its blocks the decode node lacks are due at once, the rest waits */
+START_TEST(test_books_cached)
+{
+	uint64_t keys[6];
+	uint8_t hs[6][KVFS_HASH_LEN];
+	struct srv_ho_names nm = { .hash = (const uint8_t(*)[KVFS_HASH_LEN])hs,
+				   .ns = "m" };
+	struct due_log log = { 0 };
+	uint16_t one = 1, dst[8];
+	uint32_t due, over;
+	struct srv_ho *h;
+	size_t reqs, nk;
+
+	ck_assert_int_eq(srv_ho_create(8, 100, &h), 0);
+	/* keys 10..15 from node 1 to node 2: node 1 holds the prefix 10..12
+	 * (14 too, past the prefix), node 2 holds 11 */
+	prompt(keys, hs, 10, 6);
+	ck_assert_int_eq(srv_ho_start(h, 1, &one, 1, 2, keys, &nm, 6,
+				      fake_holds, NULL, 0.0, &due, &over),
+			 1);
+	ck_assert_uint_eq(due, 2);
+	ck_assert_uint_eq(over, 0);
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(reqs, 1);
+	ck_assert_uint_eq(nk, 3); /* 13, 14, 15 wait for their INSERT */
+	ck_assert_uint_eq(srv_ho_due_take(h, due_log, &log), 2);
+	ck_assert_uint_eq(log.n, 2);
+	due_is(&log, 0, 1, 2, 10);
+	due_is(&log, 1, 1, 2, 12);
+	ck_assert_uint_eq(srv_ho_due_take(h, due_log, &log), 0);
+	/* the prefix is not handed off again when sealed once more */
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 10, dst, 8), 0);
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 11, dst, 8), 0);
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 12, dst, 8), 0);
+	/* 14 is past the prefix (13 is not cached): the engine writes it
+	 * again, and its INSERT hands it off */
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 14, dst, 8), 1);
+	ck_assert_uint_eq(dst[0], 2);
+	ck_assert(srv_ho_forget(h, 1));
+
+	/* without names (block_keys) nothing can be named in a FETCH: the
+	 * prefix is dropped from the books, the rest waits as before */
+	ck_assert_int_eq(srv_ho_start(h, 2, &one, 1, 2, keys, NULL, 6,
+				      fake_holds, NULL, 0.0, &due, &over),
+			 1);
+	ck_assert_uint_eq(due, 0);
+	nm.ns = "";
+	ck_assert_int_eq(srv_ho_start(h, 3, &one, 1, 2, keys, &nm, 6,
+				      fake_holds, NULL, 0.0, &due, &over),
+			 1);
+	ck_assert_uint_eq(due, 0);
+	nm.ns = "m";
+	ck_assert_uint_eq(srv_ho_due_take(h, due_log, &log), 0);
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(reqs, 2);
+	ck_assert_uint_eq(nk, 6);
+	srv_ho_forget(h, 2);
+	srv_ho_forget(h, 3);
+
+	/* a prompt wholly cached on both: nothing to hand off */
+	ck_assert_int_eq(srv_ho_start(h, 4, &one, 1, 2, keys + 1,
+				      &(struct srv_ho_names){
+					      .hash = nm.hash + 1, .ns = "m" },
+				      1, fake_holds, NULL, 0.0, &due, &over),
+			 0);
+	/* wholly cached on the prefill node: due, nothing remembered */
+	ck_assert_int_eq(srv_ho_start(h, 5, &one, 1, 2, keys, &nm, 3,
+				      fake_holds, NULL, 0.0, &due, &over),
+			 1);
+	ck_assert_uint_eq(due, 2);
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(reqs, 0);
+	ck_assert_uint_eq(nk, 0);
+	/* the same node for both: nothing at all */
+	ck_assert_int_eq(srv_ho_start(h, 6, &one, 1, 1, keys, &nm, 6,
+				      fake_holds, NULL, 0.0, &due, &over),
+			 0);
+	ck_assert_uint_eq(due, 0);
+	ck_assert_uint_eq(srv_ho_due_take(h, NULL, NULL), 2);
+	srv_ho_destroy(h);
+
+	/* the due queue is bounded: what does not fit is counted, dropped */
+	{
+		uint32_t n = SRV_HO_MAX_DUE + 4;
+		uint64_t *k = calloc(n, sizeof(*k));
+		uint8_t(*bh)[KVFS_HASH_LEN] = calloc(n, KVFS_HASH_LEN);
+
+		ck_assert(k && bh);
+		prompt(k, bh, 100000, n);
+		nm.hash = (const uint8_t(*)[KVFS_HASH_LEN])bh;
+		ck_assert_int_eq(srv_ho_create(8, n, &h), 0);
+		ck_assert_int_eq(srv_ho_start(h, 1, &one, 1, 2, k, &nm, n,
+					      fake_holds, NULL, 0.0, &due,
+					      &over),
+				 1);
+		ck_assert_uint_eq(due, SRV_HO_MAX_DUE);
+		ck_assert_uint_eq(over, 4);
+		ck_assert_uint_eq(srv_ho_due_take(h, NULL, NULL),
+				  SRV_HO_MAX_DUE);
+		srv_ho_destroy(h);
+		free(k);
+		free(bh);
+	}
+}
+END_TEST
+
+/* a held request (the queue policy) is bound at its dispatch: nothing
+ * is handed off before, its cached prefix is due then, and a CPP
+ * pipeline's INSERTs come from its lead or from a stage */
+START_TEST(test_books_held)
+{
+	uint64_t keys[6];
+	uint8_t hs[6][KVFS_HASH_LEN];
+	struct srv_ho_names nm = { .hash = (const uint8_t(*)[KVFS_HASH_LEN])hs,
+				   .ns = "m" };
+	struct due_log log = { 0 };
+	uint16_t one = 1, two = 2, pipe3[3] = { 1, 3, 2 }, dst[8];
+	uint32_t due, over;
+	struct srv_ho *h;
+	size_t reqs, nk;
+
+	ck_assert_int_eq(srv_ho_create(4, 12, &h), 0);
+	prompt(keys, hs, 10, 6);
+	ck_assert_int_eq(srv_ho_hold(h, 7, keys, &nm, 6, 0.0), 0);
+	ck_assert_int_eq(srv_ho_hold(h, 7, keys, &nm, 6, 0.0), -EEXIST);
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(reqs, 1);
+	ck_assert_uint_eq(nk, 6);
+	/* its keys count against the cap while it waits */
+	ck_assert_int_eq(srv_ho_hold(h, 8, keys, &nm, 6, 0.0), 0);
+	ck_assert_int_eq(srv_ho_hold(h, 9, keys, NULL, 1, 0.0), -ENOSPC);
+	ck_assert(srv_ho_forget(h, 8));
+	/* not dispatched: no node is known, no INSERT hands it off */
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 13, dst, 8), 0);
+	ck_assert_uint_eq(srv_ho_due_take(h, NULL, NULL), 0);
+	ck_assert_int_eq(srv_ho_dispatch(h, 99, &one, 1, 2, fake_holds, NULL,
+					 50.0, &due, &over),
+			 -ENOENT);
+
+	/* dispatched at 50 s as a pipeline led by node 1, with stages on
+	 * nodes 3 and 2, decoding on node 2: the lead's cached prefix is
+	 * due at once (10 and 12; node 2 holds 11) */
+	ck_assert_int_eq(srv_ho_dispatch(h, 7, pipe3, 3, 2, fake_holds, NULL,
+					 50.0, &due, &over),
+			 1);
+	ck_assert_uint_eq(due, 2);
+	ck_assert_uint_eq(srv_ho_due_take(h, due_log, &log), 2);
+	due_is(&log, 0, 1, 2, 10);
+	due_is(&log, 1, 1, 2, 12);
+	/* a yielded request dispatched again is bound already */
+	ck_assert_int_eq(srv_ho_dispatch(h, 7, &one, 1, 2, fake_holds, NULL,
+					 60.0, &due, &over),
+			 -EALREADY);
+	ck_assert_uint_eq(due, 0);
+	/* a stage's INSERT hands off to the decode node; the decode node's
+	 * own does not, though it is in the pipeline; the lead's does */
+	ck_assert_uint_eq(srv_ho_sealed(h, 3, 13, dst, 8), 1);
+	ck_assert_uint_eq(dst[0], 2);
+	ck_assert_uint_eq(srv_ho_sealed(h, 2, 14, dst, 8), 0);
+	ck_assert_uint_eq(srv_ho_sealed(h, 4, 14, dst, 8), 0);
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 14, dst, 8), 1);
+	ck_assert_uint_eq(dst[0], 2);
+	/* its TTL runs from the dispatch, not from the schedule */
+	ck_assert_uint_eq(srv_ho_expire(h, 100.0, 60.0), 0);
+	ck_assert_uint_eq(srv_ho_expire(h, 110.0, 60.0), 1);
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(reqs, 0);
+	ck_assert_uint_eq(nk, 0);
+
+	/* led from the decode node itself: nothing to hand off, forgotten */
+	ck_assert_int_eq(srv_ho_hold(h, 10, keys, &nm, 6, 0.0), 0);
+	ck_assert_int_eq(srv_ho_dispatch(h, 10, &two, 1, 2, fake_holds, NULL,
+					 1.0, &due, &over),
+			 0);
+	ck_assert_int_eq(srv_ho_dispatch(h, 10, &one, 1, 2, fake_holds, NULL,
+					 1.0, &due, &over),
+			 -ENOENT);
+	/* held without names: the prefix is not due, the rest waits; the
+	 * lead here is node 3, which holds 10 only */
+	ck_assert_int_eq(srv_ho_hold(h, 11, keys, NULL, 6, 0.0), 0);
+	ck_assert_int_eq(srv_ho_dispatch(h, 11, (uint16_t[]){ 3 }, 1, 2,
+					 fake_holds, NULL, 1.0, &due, &over),
+			 1);
+	ck_assert_uint_eq(due, 0);
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(nk, 5);
+	ck_assert_uint_eq(srv_ho_sealed(h, 1, 11, dst, 8), 0);
+	ck_assert_uint_eq(srv_ho_sealed(h, 3, 11, dst, 8), 1);
+	/* cancelled before its dispatch */
+	ck_assert_int_eq(srv_ho_hold(h, 12, keys, &nm, 1, 0.0), 0);
+	ck_assert(srv_ho_forget(h, 12));
+	ck_assert_int_eq(srv_ho_dispatch(h, 12, &one, 1, 2, fake_holds, NULL,
+					 1.0, &due, &over),
+			 -ENOENT);
+	ck_assert(srv_ho_forget(h, 11));
+	srv_ho_size(h, &reqs, &nk);
+	ck_assert_uint_eq(reqs, 0);
+	ck_assert_uint_eq(nk, 0);
+	ck_assert_uint_eq(srv_ho_due_take(h, NULL, NULL), 0);
+	srv_ho_destroy(h);
+}
+END_TEST
+
 /* ---- staging and encoding per stream ------------------------------------- */
 
 struct two_outs {
@@ -392,13 +663,16 @@ END_TEST
 
 /* ---- the event listener end to end --------------------------------------- */
 
-static int connect_to(int lfd)
+/* rcvbuf: SO_RCVBUF before the connect (the window), 0: the default */
+static int connect_to(int lfd, int rcvbuf)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	struct timeval tv = { .tv_sec = 5 };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	ck_assert_int_ge(fd, 0);
+	if (rcvbuf)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	sa.sin_port = htons((uint16_t)srv_port(lfd));
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -459,9 +733,55 @@ static int read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-START_TEST(test_listener)
+/* the next FETCH frame from fd into buf (SCHED_FE_FRAME_MAX), decoded
+ * into *fe: its length */
+static long read_fe(int fd, uint8_t *buf, struct sched_fe *fe)
+{
+	long len;
+
+	ck_assert_int_eq(read_all(fd, buf, SCHED_FE_HDR), 0);
+	len = sched_fe_frame_len(buf);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(
+		read_all(fd, buf + SCHED_FE_HDR, (size_t)len - SCHED_FE_HDR),
+		0);
+	ck_assert_int_eq(sched_fe_decode(buf, (size_t)len, fe), 0);
+	return len;
+}
+
+/* the event listener of a conductor with prefill node 1 and decode
+ * nodes 2 (and 3 when nd is 2), and handoff books for max_keys keys */
+static void srv_up(struct srv *srv, uint32_t nd, size_t max_keys)
 {
 	uint32_t pf[1] = { 1 }, dc[2] = { 2, 3 };
+
+	memset(srv, 0, sizeof(*srv));
+	pthread_mutex_init(&srv->lock, NULL);
+	sched_config_default(&srv->cfg);
+	srv->pol = sched_policy_find("lookahead");
+	srv->seed = 1;
+	srv->start_ns = kvfs_mono_ns();
+	srv->ev_hello = SRV_DEF_EV_HELLO;
+	srv->ev_idle = SRV_DEF_EV_IDLE;
+	ck_assert_int_eq(srv_ho_create(16, max_keys, &srv->ho), 0);
+	ck_assert_int_eq(srv_set_instances(srv, 1, pf, nd, dc), 0);
+	ck_assert_int_eq(srv_listen("127.0.0.1:0", &srv->ev_fd), 0);
+	ck_assert_int_eq(srv_events_start(srv), 0);
+}
+
+static void srv_down(struct srv *srv)
+{
+	srv_events_stop(srv);
+	close(srv->ev_fd);
+	srv_ho_destroy(srv->ho);
+	sched_destroy(srv->s);
+	free(srv->pf_node);
+	free(srv->dc_node);
+	pthread_mutex_destroy(&srv->lock);
+}
+
+START_TEST(test_listener)
+{
 	uint64_t keys[4];
 	uint8_t h[KVFS_HASH_LEN], buf[SCHED_FE_FRAME_MAX];
 	struct sched_decision d = { .verdict = SCHED_ACCEPT };
@@ -471,23 +791,12 @@ START_TEST(test_listener)
 	long len;
 	char c;
 
-	memset(&srv, 0, sizeof(srv));
-	pthread_mutex_init(&srv.lock, NULL);
-	sched_config_default(&srv.cfg);
-	srv.pol = sched_policy_find("lookahead");
-	srv.seed = 1;
-	srv.start_ns = kvfs_mono_ns();
-	srv.ev_hello = SRV_DEF_EV_HELLO;
-	srv.ev_idle = SRV_DEF_EV_IDLE;
-	ck_assert_int_eq(srv_ho_create(16, 1024, &srv.ho), 0);
-	ck_assert_int_eq(srv_set_instances(&srv, 1, pf, 2, dc), 0);
-	ck_assert_int_eq(srv_listen("127.0.0.1:0", &srv.ev_fd), 0);
-	ck_assert_int_eq(srv_events_start(&srv), 0);
+	srv_up(&srv, 2, 1024);
 
 	/* node 1 (prefill) and node 2 take FETCH; node 3 is an old kvfsd */
-	p1 = connect_to(srv.ev_fd);
-	d2 = connect_to(srv.ev_fd);
-	d3 = connect_to(srv.ev_fd);
+	p1 = connect_to(srv.ev_fd, 0);
+	d2 = connect_to(srv.ev_fd, 0);
+	d3 = connect_to(srv.ev_fd, 0);
 	send_recs(p1, 1, 0, SCHED_EV_NS_FETCH, SCHED_EV_RESET, 0, 1);
 	send_recs(d2, 2, 0, SCHED_EV_NS_FETCH, SCHED_EV_RESET, 0, 1);
 	send_recs(d3, 3, 0, "-", SCHED_EV_RESET, 0, 1);
@@ -502,10 +811,12 @@ START_TEST(test_listener)
 	d.id = 1;
 	d.prefill = 0;
 	d.decode = 0;
-	srv_handoff_add(&srv, &d, keys, 3);
+	srv_handoff_add(&srv, &d,
+			&(struct sched_body){ .keys = keys, .nkeys = 3 });
 	d.id = 2;
 	d.decode = 1;
-	srv_handoff_add(&srv, &d, keys + 3, 1);
+	srv_handoff_add(&srv, &d,
+			&(struct sched_body){ .keys = keys + 3, .nkeys = 1 });
 	ck_assert_uint_eq(srv.c.ho_requests, 2);
 	pthread_mutex_unlock(&srv.lock);
 
@@ -514,13 +825,8 @@ START_TEST(test_listener)
 	send_recs(d2, 2, 1, "m", SCHED_EV_INSERT, 100, 3);
 	send_recs(p1, 1, 1, "m", SCHED_EV_INSERT, 99, 5);
 	ck_assert_uint_eq(counter_when(&srv, &srv.c.ho_fetch_blocks, 3), 3);
-	ck_assert_int_eq(read_all(d2, buf, SCHED_FE_HDR), 0);
-	len = sched_fe_frame_len(buf);
+	len = read_fe(d2, buf, &fe);
 	ck_assert_int_eq(len, (long)sched_fe_frame_size(1, 3));
-	ck_assert_int_eq(
-		read_all(d2, buf + SCHED_FE_HDR, (size_t)len - SCHED_FE_HDR),
-		0);
-	ck_assert_int_eq(sched_fe_decode(buf, (size_t)len, &fe), 0);
 	ck_assert_uint_eq(fe.node, 2);
 	ck_assert_uint_eq(fe.src, 1);
 	ck_assert_uint_eq(fe.seq, 0);
@@ -545,13 +851,92 @@ START_TEST(test_listener)
 	close(p1);
 	close(d2);
 	close(d3);
-	srv_events_stop(&srv);
-	close(srv.ev_fd);
-	srv_ho_destroy(srv.ho);
-	sched_destroy(srv.s);
-	free(srv.pf_node);
-	free(srv.dc_node);
-	pthread_mutex_destroy(&srv.lock);
+	srv_down(&srv);
+}
+END_TEST
+
+/* the FETCH frame next on fd holds the blocks named hash_of(first..),
+ * but for skip, from node src */
+static void fe_expect(int fd, uint64_t seq, uint16_t src, uint32_t first,
+		      uint32_t n, uint32_t skip)
+{
+	uint8_t buf[SCHED_FE_FRAME_MAX], h[KVFS_HASH_LEN];
+	struct sched_fe fe;
+	uint32_t m = 0;
+
+	read_fe(fd, buf, &fe);
+	ck_assert_uint_eq(fe.seq, seq);
+	ck_assert_uint_eq(fe.src, src);
+	ck_assert_uint_eq(fe.ns_len, 1);
+	ck_assert_mem_eq(fe.ns, "m", 1);
+	for (uint32_t i = first; i < first + n; i++) {
+		if (i == skip)
+			continue;
+		hash_of(h, i);
+		ck_assert_uint_lt(m, fe.count);
+		ck_assert_mem_eq(fe.hashes + m++ * KVFS_HASH_LEN, h,
+				 KVFS_HASH_LEN);
+	}
+	ck_assert_uint_eq(fe.count, m);
+}
+
+/* through the daemon's index and listener: a prefix cached on the
+ * prefill node goes to the decode node at once, by /v1/schedule or, for
+ * a held request, by its dispatch (the listener woken for it), and only
+ * the blocks the decode node lacks */
+START_TEST(test_listener_cached)
+{
+	uint64_t keys[5];
+	uint8_t hs[5][KVFS_HASH_LEN];
+	struct sched_body q = { .keys = keys, .hash = hs, .nkeys = 5 };
+	struct sched_decision d = { .verdict = SCHED_ACCEPT, .id = 1 };
+	struct sched_dispatch dp = { .id = 2, .ninst = 1 };
+	struct srv srv;
+	int p1, d2;
+
+	srv_up(&srv, 1, 1024);
+	p1 = connect_to(srv.ev_fd, 0);
+	d2 = connect_to(srv.ev_fd, 0);
+	send_recs(p1, 1, 0, SCHED_EV_NS_FETCH, SCHED_EV_RESET, 0, 1);
+	send_recs(d2, 2, 0, SCHED_EV_NS_FETCH, SCHED_EV_RESET, 0, 1);
+	/* node 1 holds blocks 200..203, node 2 holds 201 */
+	send_recs(p1, 1, 1, "m", SCHED_EV_INSERT, 200, 4);
+	send_recs(d2, 2, 1, "m", SCHED_EV_INSERT, 201, 1);
+	ck_assert_uint_eq(counter_when(&srv, &srv.c.ev_records, 7), 7);
+	prompt(keys, hs, 200, 5);
+	for (uint32_t i = 0; i < 5; i++)
+		keys[i] = sched_key_from_hash(hs[i]);
+	strcpy(q.ns, "m");
+
+	/* scheduled: 200, 202 and 203 go at once; 204 when node 1 seals it */
+	pthread_mutex_lock(&srv.lock);
+	srv_handoff_add(&srv, &d, &q);
+	ck_assert_uint_eq(srv.c.ho_requests, 1);
+	pthread_mutex_unlock(&srv.lock);
+	fe_expect(d2, 0, 1, 200, 4, 201);
+	send_recs(p1, 1, 2, "m", SCHED_EV_INSERT, 204, 1);
+	fe_expect(d2, 1, 1, 204, 1, UINT32_MAX);
+
+	/* held: nothing at its schedule; at its dispatch, the prefix node 1
+	 * holds then (200..204), but 201 */
+	d.id = 2;
+	d.held = true;
+	pthread_mutex_lock(&srv.lock);
+	srv_handoff_add(&srv, &d, &q);
+	ck_assert_uint_eq(srv.c.ho_requests, 1);
+	ck_assert_uint_eq(srv.c.ho_fetch_blocks, 4);
+	srv_handoff_dispatch(&srv, &dp);
+	ck_assert_uint_eq(srv.c.ho_requests, 2);
+	pthread_mutex_unlock(&srv.lock);
+	fe_expect(d2, 2, 1, 200, 5, 201);
+	ck_assert_uint_eq(counter_when(&srv, &srv.c.ho_fetch_blocks, 8), 8);
+	pthread_mutex_lock(&srv.lock);
+	ck_assert_uint_eq(srv.c.ho_dropped, 0);
+	pthread_mutex_unlock(&srv.lock);
+
+	close(p1);
+	close(d2);
+	srv_down(&srv);
 }
 END_TEST
 
@@ -563,47 +948,23 @@ END_TEST
 START_TEST(test_backpressure)
 {
 	enum { N = 204800, BATCH = 1024 };
-	uint32_t pf[1] = { 1 }, dc[1] = { 2 };
 	struct sched_decision d = { .verdict = SCHED_ACCEPT, .id = 1 };
 	struct sched_ev_rec *recs = calloc(N, sizeof(*recs));
 	uint64_t *keys = calloc(N, sizeof(*keys));
 	uint8_t *buf = malloc(sched_ev_frame_size(1, BATCH));
 	uint8_t fb[SCHED_FE_FRAME_MAX];
-	int small = 4096, p1, d2;
+	int p1, d2;
 	uint64_t seq = 0, dropped, sent;
 	uint32_t got = 0;
 	struct srv srv;
 	long len;
 
 	ck_assert(recs && keys && buf);
-	memset(&srv, 0, sizeof(srv));
-	pthread_mutex_init(&srv.lock, NULL);
-	sched_config_default(&srv.cfg);
-	srv.pol = sched_policy_find("lookahead");
-	srv.seed = 1;
-	srv.start_ns = kvfs_mono_ns();
-	srv.ev_hello = SRV_DEF_EV_HELLO;
-	srv.ev_idle = SRV_DEF_EV_IDLE;
-	ck_assert_int_eq(srv_ho_create(16, N, &srv.ho), 0);
-	ck_assert_int_eq(srv_set_instances(&srv, 1, pf, 1, dc), 0);
-	ck_assert_int_eq(srv_listen("127.0.0.1:0", &srv.ev_fd), 0);
-	ck_assert_int_eq(srv_events_start(&srv), 0);
+	srv_up(&srv, 1, N);
 
-	p1 = connect_to(srv.ev_fd);
-	d2 = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(d2, 0);
+	p1 = connect_to(srv.ev_fd, 0);
 	/* a small window, so the conductor's sends back up */
-	setsockopt(d2, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	{
-		struct sockaddr_in sa = { .sin_family = AF_INET };
-		struct timeval tv = { .tv_sec = 5 };
-
-		sa.sin_port = htons((uint16_t)srv_port(srv.ev_fd));
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		ck_assert_int_eq(
-			connect(d2, (struct sockaddr *)&sa, sizeof(sa)), 0);
-		setsockopt(d2, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
+	d2 = connect_to(srv.ev_fd, 4096);
 	send_recs(p1, 1, 0, SCHED_EV_NS_FETCH, SCHED_EV_RESET, 0, 1);
 	send_recs(d2, 2, 0, SCHED_EV_NS_FETCH, SCHED_EV_RESET, 0, 1);
 	ck_assert_uint_eq(counter_when(&srv, &srv.c.ev_frames, 2), 2);
@@ -614,7 +975,8 @@ START_TEST(test_backpressure)
 		keys[i] = sched_key_from_hash(recs[i].hash);
 	}
 	pthread_mutex_lock(&srv.lock);
-	srv_handoff_add(&srv, &d, keys, N);
+	srv_handoff_add(&srv, &d,
+			&(struct sched_body){ .keys = keys, .nkeys = N });
 	pthread_mutex_unlock(&srv.lock);
 	/* kvfsd's batches, each taken before the next goes */
 	for (uint32_t b = 0; b < N / BATCH; b++) {
@@ -636,13 +998,7 @@ START_TEST(test_backpressure)
 	while (got < sent) {
 		struct sched_fe fe;
 
-		ck_assert_int_eq(read_all(d2, fb, SCHED_FE_HDR), 0);
-		len = sched_fe_frame_len(fb);
-		ck_assert_int_gt(len, 0);
-		ck_assert_int_eq(read_all(d2, fb + SCHED_FE_HDR,
-					  (size_t)len - SCHED_FE_HDR),
-				 0);
-		ck_assert_int_eq(sched_fe_decode(fb, (size_t)len, &fe), 0);
+		read_fe(d2, fb, &fe);
 		ck_assert_uint_eq(fe.seq, seq++);
 		got += fe.count;
 		if (seq == 2) {
@@ -658,13 +1014,7 @@ START_TEST(test_backpressure)
 
 	close(p1);
 	close(d2);
-	srv_events_stop(&srv);
-	close(srv.ev_fd);
-	srv_ho_destroy(srv.ho);
-	sched_destroy(srv.s);
-	free(srv.pf_node);
-	free(srv.dc_node);
-	pthread_mutex_destroy(&srv.lock);
+	srv_down(&srv);
 	free(recs);
 	free(keys);
 	free(buf);
@@ -681,9 +1031,12 @@ int main(void)
 	tcase_add_test(tc, test_fe_garbage);
 	tcase_add_test(tc, test_books);
 	tcase_add_test(tc, test_books_caps_expiry);
+	tcase_add_test(tc, test_books_cached);
+	tcase_add_test(tc, test_books_held);
 	tcase_add_test(tc, test_stage);
 	tcase_add_test(tc, test_sealed);
 	tcase_add_test(tc, test_listener);
+	tcase_add_test(tc, test_listener_cached);
 	tcase_add_test(tc, test_backpressure);
 	suite_add_tcase(s, tc);
 	return cs_run(s);

@@ -4,7 +4,8 @@
 # of blocks) and a conductor on loopback.  A request is scheduled with
 # its prefill on node 1 and its decode on node 2; its blocks are written
 # on node 1, and with --handoff on they become local on node 2 without
-# any open there (kvfsd's FETCH counters say the handoff pulled them).
+# any open there (kvfsd's FETCH counters say the handoff pulled them);
+# so do blocks already on node 1 when a request is scheduled.
 # With --handoff off, the same on new blocks leaves node 2 short of them.
 #
 # SKIP (77) without etcd, FUSE, python3 or kvconductor.  The EXIT trap
@@ -21,6 +22,8 @@ PY=${PYTHON3:-python3}
 NBLK=16
 
 . "$top_srcdir/tests/fuse_lib.sh"
+. "$top_srcdir/tests/etcd_lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 
 [ "${BUILD_CONDUCTOR:-yes}" != no ] && [ -x "$KVC" ] ||
 	skip "kvconductor was not built"
@@ -35,13 +38,7 @@ KPID=
 cleanup() {
 	rc=$?
 	set +e
-	for p in $KPID $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $KPID $PIDS; do wait_until 50 gone "$p" || kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for m in "$tmp"/mnt*; do
-		[ -d "$m" ] || continue
-		is_mounted "$m" && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
-	done
+	cluster_stop $KPID $PIDS
 	rm -f /dev/shm/kvfs-test-$T-$$-*.pool
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		for l in "$tmp"/*.log "$tmp"/*.err; do
@@ -66,26 +63,15 @@ converge() {
 	exit 1
 }
 
-ports=$("$PY" -c '
-import socket
-ss=[socket.socket() for _ in range(5)]
-for s in ss: s.bind(("127.0.0.1",0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
+ports=$(free_ports 5)
 set -- $ports
 ECLI=$1 EPEER=$2 PORT1=$3 PORT2=$4 EVPORT=$5
 
-etcd --name kvfs-test --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ECLI" \
-	--advertise-client-urls "http://127.0.0.1:$ECLI" \
-	--listen-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$EPEER" \
-	--initial-cluster "kvfs-test=http://127.0.0.1:$EPEER" \
-	>"$tmp/etcd.log" 2>&1 &
-PIDS="$!"
-etcd_up() { "$PY" -c "
-import urllib.request
-urllib.request.urlopen('http://127.0.0.1:$ECLI/health',timeout=1).read()" 2>/dev/null; }
-converge 150 "etcd answers on 127.0.0.1:$ECLI" etcd_up
+# etcd_lib.sh
+etcd_start PIDS kvfs-test "$ECLI" "$EPEER" || {
+	bad "did not converge within 15 s: etcd answers on 127.0.0.1:$ECLI"
+	exit 1
+}
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret"
 chmod 600 "$tmp/secret"
@@ -112,13 +98,13 @@ conductor() {
 		wait_until 50 gone "$KPID" || kill -KILL "$KPID" 2>/dev/null
 		wait "$KPID" 2>/dev/null || true
 	fi
-	rm -f "$tmp/kvc.out"
-	"$KVC" serve --listen 127.0.0.1:0 --events "127.0.0.1:$EVPORT" \
-		--handoff "$1" --secret-file "$tmp/secret" \
-		</dev/null >"$tmp/kvc.out" 2>>"$tmp/kvc.err" &
-	KPID=$!
-	converge 100 "kvconductor serves" grep -qs '^events ' "$tmp/kvc.out"
-	HTTP=$(sed -n 's/^listen 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/kvc.out")
+	KPID=
+	conductor_start KPID kvc --events "127.0.0.1:$EVPORT" \
+		--handoff "$1" --secret-file "$tmp/secret" || {
+		bad "did not converge within 10 s: kvconductor serves"
+		exit 1
+	}
+	HTTP=$(conductor_port kvc)
 	api POST /v1/instances \
 		'{"prefill":[{"node":1}],"decode":[{"node":2}]}' >/dev/null
 }
@@ -241,6 +227,25 @@ wait_until 100 all_sent && ok "the conductor sent FETCH for $NBLK blocks" ||
 t=urllib.request.urlopen('http://127.0.0.1:%s/metrics'%sys.argv[1],timeout=10).read().decode()
 sys.exit(0 if 'kvconductor_handoff_fetch_blocks_total $NBLK' in t else 1)" "$HTTP" &&
 	ok "/metrics counts the FETCH blocks" || bad "/metrics lacks the FETCH count"
+
+# ---- blocks already on node 1 when the request comes seal no INSERT:
+# the conductor sends their FETCH at the schedule, from its index
+write 3
+converge 300 "node 1's replication settled, run 3 indexed" settled
+sent=$(cstat "s['handoff']['fetch_blocks']")
+set -- $(schedule 3)
+[ "$2 $3" = "0 0" ] || bad "schedule answered $*"
+[ "$(cstat "s['handoff']['waiting_blocks']")" = 0 ] &&
+	ok "a request cached on node 1 waits for no INSERT" ||
+	bad "handoff.waiting_blocks is $(cstat "s['handoff']['waiting_blocks']")"
+if wait_until 300 all_local2 3; then
+	ok "all $NBLK blocks cached on node 1 before the schedule are local on node 2"
+else
+	bad "only $(local2 3) of $NBLK cached blocks reached node 2"
+fi
+more_sent() { [ "$(cstat "s['handoff']['fetch_blocks'] > $sent")" = True ]; }
+wait_until 100 more_sent && ok "the conductor sent their FETCH at the schedule" ||
+	bad "the conductor sent no FETCH for the cached blocks"
 
 # ---- the same with --handoff off: replication alone leaves node 2 short
 conductor off

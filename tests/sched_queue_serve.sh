@@ -1,7 +1,8 @@
 #!/bin/sh
 # kvconductor serve --policy queue over real HTTP on loopback: a long
 # prompt dispatched by POST /v1/next as a CPP pipeline over both idle
-# prefill instances and announced to the other one as a stage; a long
+# prefill instances and announced to the other one as a stage (and the
+# handoff binding the held request at that dispatch); a long
 # poll of /v1/next woken by the /v1/schedule of a new request; chunk
 # boundaries (POST /v1/progress) answering continue, then yield when a
 # shorter request waits, and the yielded request resumed with its
@@ -11,6 +12,7 @@
 set -eu
 T=sched_queue_serve
 . "${top_srcdir:-.}/tests/lib.sh"
+. "$top_srcdir/tests/conductor_lib.sh"
 
 KVC=$top_builddir/sched/kvconductor
 PY=${PYTHON3:-python3}
@@ -30,21 +32,20 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# start NAME ARGS...: a daemon in the background, its pid in $pid, its
-# "listen" line in $tmp/NAME.out (waited for, 5 s at most)
+# start NAME ARGS...: a daemon under timeout 120 in the background, with
+# --reject off (conductor_lib.sh); its pid in $pid, its "listen" line in
+# $tmp/NAME.out
+KVC_TIMEOUT=120
 start() {
-	name=$1
+	sq=$1
 	shift
-	timeout 120 "$KVC" serve --listen 127.0.0.1:0 --reject off "$@" \
-		>"$tmp/$name.out" 2>"$tmp/$name.err" &
-	pid=$!
-	pids="$pids $pid"
-	if ! wait_until 50 grep -q '^listen ' "$tmp/$name.out"; then
-		echo "FAIL $name did not start: $(cat "$tmp/$name.err")" >&2
+	conductor_start pids "$sq" --reject off "$@" || {
+		echo "FAIL $sq did not start: $(cat "$tmp/$sq.err")" >&2
 		exit 1
-	fi
+	}
+	pid=$CPID
 }
-port() { sed -n 's/^listen 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/$1.out"; }
+port() { conductor_port "$1"; }
 
 cat >"$tmp/t.py" <<'EOF'
 import json, sys, threading, urllib.request, urllib.error
@@ -65,6 +66,11 @@ def post(port, path, body, timeout=20):
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read().decode() or "{}")
 
+def handoff(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/v1/stats" % port,
+                                timeout=20) as f:
+        return json.loads(f.read().decode())["handoff"]
+
 def sched(port, base, n):
     return post(port, "/v1/schedule", {
         "block_keys": list(range(base, base + n)),
@@ -81,10 +87,17 @@ if mode == "cpp":
     st, a = sched(port, 1000, 64)
     check(st == 200 and a.get("held") is True,
           "schedule answers at once, held: %d %s" % (st, a))
+    h = handoff(port)
+    check(h["requests"] == 0 and h["waiting_requests"] == 1 and
+          h["waiting_blocks"] == 64,
+          "the handoff keeps a held request's keys, unbound: %s" % h)
     st, d = nxt(port, 0)
     check(st == 200 and d["id"] == a["id"] and d["role"] == "lead" and
           d["instances"] == [0, 1] and d["chunk_tokens"] == 0,
           "/v1/next: instance 0 leads a CPP pipeline over 0 and 1: %s" % d)
+    h = handoff(port)
+    check(h["requests"] == 1 and h["waiting_blocks"] == 64,
+          "its dispatch binds it to nodes 0 and 1 -> 2: %s" % h)
     st, s = nxt(port, 1)
     check(st == 200 and s["id"] == a["id"] and s["role"] == "stage" and
           s["stage"] == 1 and s["instances"] == [0, 1],

@@ -714,13 +714,37 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- reading ------------------------------------------------------- */
 
+/* a reader of the bytes *ref holds, which it takes unless it fails */
+static int new_reader(struct kvfs_fs *fs, fuse_ino_t ino,
+		      const struct inode_info *in, const struct kv_ref *ref,
+		      struct fuse_file_info *fi, struct kvfs_file **out)
+{
+	struct kvfs_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->kind = FILE_READ;
+	f->ino = ino;
+	f->ns = in->ns;
+	memcpy(f->hash, in->hash, KVFS_HASH_LEN);
+	f->ref = *ref;
+	inode_open(fs->it, ino, 1);
+	/* the same ino always means the same bytes: keep the pages the
+	 * kernel already has, across opens and across re-creation */
+	fi->keep_cache = 1;
+	/* nothing to do at close: spare the FLUSH round trip */
+	fi->noflush = 1;
+	*out = f;
+	return 0;
+}
+
 int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
 		  struct fuse_file_info *fi, struct kvfs_file **out)
 {
 	struct kv_block_info bi;
 	struct inode_info in;
-	struct kvfs_file *f;
-	bool open, redirected = false;
+	bool open, redirected = false, have_ref = false;
+	struct kv_ref ref;
 	int rc = inode_get(fs->it, ino, &in);
 
 	if (rc < 0)
@@ -729,11 +753,19 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
 		return -EISDIR;
 	open = kv_store_ns_layout(fs->st, in.ns) == KV_LAYOUT_OPEN;
 	if (open)
-		redirected = fs_open_redirected(fs, ino);
+		redirected = fs_open_redirected(fs, ino, &ref, &have_ref);
 	if (open &&
 	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
+		if (have_ref)
+			kv_store_put(fs->st, &ref);
 		/* a new version of the name (fs_open.c) */
 		return fs_open_write(fs, ino, &in, redirected, tid, fi, out);
+	}
+	if (have_ref) { /* a private inode, for the bytes its lookup saw */
+		rc = new_reader(fs, ino, &in, &ref, fi, out);
+		if (rc < 0)
+			kv_store_put(fs->st, &ref);
+		return rc;
 	}
 	/* a reader right after the writer's close: wait for the seal */
 	if (in.closing_ns && fs_wait_closing(fs, ino)) {
@@ -747,7 +779,7 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
 	 * kernel looks it up again */
 	if (open && !in.hashed && !redirected &&
 	    kv_store_stat(fs->st, in.ns, in.hash, &bi) == 0)
-		return -ESTALE;
+		return fs_open_stale(fs, in.ns, in.hash, tid);
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		/* only its creator's descriptor writes a block; a sealed one
 		 * is immutable (EPERM, as an immutable file) */
@@ -756,30 +788,18 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
 		rc = kv_store_stat(fs->st, in.ns, in.hash, &bi);
 		return rc == 0 ? -EPERM : rc;
 	}
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->kind = FILE_READ;
-	f->ino = ino;
-	f->ns = in.ns;
-	memcpy(f->hash, in.hash, KVFS_HASH_LEN);
-	rc = kv_store_get(fs->st, in.ns, in.hash, &f->ref);
+	rc = kv_store_get(fs->st, in.ns, in.hash, &ref);
 	if (rc < 0) {
-		free(f);
 		if (rc == -ENOENT && in.hashed && !in.writing) {
 			inode_unhash(fs->it, ino);
 			fs_notify_ino(fs, ino, in.ns, in.hash);
 		}
 		return rc;
 	}
-	inode_open(fs->it, ino, 1);
-	/* the same ino always means the same bytes: keep the pages the
-	 * kernel already has, across opens and across re-creation */
-	fi->keep_cache = 1;
-	/* nothing to do at close: spare the FLUSH round trip */
-	fi->noflush = 1;
-	*out = f;
-	return 0;
+	rc = new_reader(fs, ino, &in, &ref, fi, out);
+	if (rc < 0)
+		kv_store_put(fs->st, &ref);
+	return rc;
 }
 
 void fs_read_block(fuse_req_t req, struct kvfs_file *f, size_t size, off_t off)

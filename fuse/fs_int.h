@@ -101,14 +101,18 @@ struct kvfs_fs {
 	/* open namespaces: files being written, by ino (fs_open.c) */
 	pthread_mutex_t stage_lock;
 	struct kvfs_file *staging; /* list through kvfs_file.stage_next */
-	/* write opens of published names sent back for a private inode
-	 * (fs_open.c, "redirects"), under stage_lock */
+	/* write opens of published names, and read opens of replaced
+	 * ones, sent back for a private inode (fs_open.c, "redirects"),
+	 * under stage_lock */
 	struct fs_redirect {
 		uint32_t ns;
 		pid_t tid;
 		uint8_t key[KVFS_HASH_LEN];
 		uint64_t ino;	/* the private inode, once looked up */
 		uint64_t at_ns; /* monotonic; 0: a free entry */
+		bool read;	/* a reader's: ref holds what ino stands for */
+		bool have_ref;
+		struct kv_ref ref;
 	} redirect[16];
 };
 
@@ -244,8 +248,15 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name, struct fuse_file_info *fi);
 /* an open of a file in an open namespace, before fs_open_block's checks:
  * 1 when ino was looked up for the opener as a private inode (the open
- * consumes that), 0 when not */
-int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino);
+ * consumes that, and takes *ref, the bytes a reader's private inode
+ * stands for, when *have_ref), 0 when not */
+int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino, struct kv_ref *ref,
+		       bool *have_ref);
+/* a read open of an inode whose name now holds other bytes, by thread
+ * tid: -ESTALE, after which the kernel's lookup again from tid gets a
+ * private inode for the bytes the name holds then */
+int fs_open_stale(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
+		  pid_t tid);
 /* an open for writing of a file in an open namespace, by thread tid */
 int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		  const struct inode_info *in, bool redirected, pid_t tid,

@@ -41,7 +41,15 @@
  * private inode (entry timeout 0, so no other walk keeps it), which the
  * retried open then writes.  Should the retry come without the lookup,
  * the write shares the old inode as a last resort (f->shared): its
- * attributes then stay the old version's until publication.
+ * attributes then stay the old version's until publication.  Another
+ * writer's staging inode is redirected the same way: it becomes the
+ * published inode at that writer's close, with the size our O_TRUNC cut.
+ *
+ * A reader's open sent back with ESTALE (its inode was replaced) is
+ * remembered too: should the name be replaced again between the retried
+ * lookup and the retried open, a second ESTALE would reach the reader,
+ * so that lookup gets a private inode holding a reference to the bytes
+ * the name has then, which the retried open reads.
  */
 #include "config.h"
 
@@ -153,9 +161,18 @@ static struct fs_redirect *redirect_find(struct kvfs_fs *fs, uint32_t ns,
 	return NULL;
 }
 
+/* an entry done with, or expired: its reader's bytes go back */
+static void redirect_drop(struct kvfs_fs *fs, struct fs_redirect *r)
+{
+	if (r->have_ref)
+		kv_store_put(fs->st, &r->ref);
+	r->have_ref = false;
+	r->at_ns = 0;
+}
+
 /* remember (ns, key, tid): false when every entry is live */
 static bool redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
-			 pid_t tid)
+			 pid_t tid, bool read)
 {
 	uint64_t now = kvfs_mono_ns();
 	bool ok = false;
@@ -165,37 +182,73 @@ static bool redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
 	     i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
-		if (!redirect_live(r, now)) {
+		if (redirect_live(r, now))
+			continue;
+		redirect_drop(fs, r); /* every expired one, not only ours */
+		if (!ok) {
 			r->ns = ns;
 			r->tid = tid;
 			memcpy(r->key, key, KVFS_HASH_LEN);
 			r->ino = 0;
+			r->read = read;
 			r->at_ns = now ? now : 1;
 			ok = true;
-			break;
 		}
 	}
 	pthread_mutex_unlock(&fs->stage_lock);
 	return ok;
 }
 
-int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino)
+int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino, struct kv_ref *ref,
+		       bool *have_ref)
 {
 	uint64_t now = kvfs_mono_ns();
 	int found = 0;
 
+	*have_ref = false;
 	pthread_mutex_lock(&fs->stage_lock);
 	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
 	     i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
-		if (redirect_live(r, now) && r->ino == ino) {
-			r->at_ns = 0;
-			found = 1;
+		if (!redirect_live(r, now) || r->ino != ino)
+			continue;
+		if (r->have_ref && !*have_ref) {
+			*ref = r->ref;
+			*have_ref = true;
+			r->have_ref = false;
 		}
+		redirect_drop(fs, r);
+		found = 1;
 	}
 	pthread_mutex_unlock(&fs->stage_lock);
 	return found;
+}
+
+int fs_open_stale(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
+		  pid_t tid)
+{
+	bool again;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	again = redirect_find(fs, ns, key, tid) != NULL;
+	pthread_mutex_unlock(&fs->stage_lock);
+	/* a live entry: this open came without the lookup it was for */
+	if (!again)
+		redirect_add(fs, ns, key, tid, true);
+	return -ESTALE;
+}
+
+/* the newest staging file of path still to be published; stage_lock */
+static struct kvfs_file *stage_find(struct kvfs_fs *fs, uint32_t ns,
+				    const char *path)
+{
+	for (struct kvfs_file *f = fs->staging; f; f = f->stage_next)
+		if (f->ns == ns && !f->unlinked && strcmp(f->path, path) == 0)
+			return f;
+	/* published or thrown away files leave the list under stage_lock
+	 * (fs_open_release_locked) */
+	return NULL;
 }
 
 /* a lookup by a thread whose write open was sent back: 1 when answered
@@ -211,9 +264,24 @@ static int lookup_redirected(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
 
 	pthread_mutex_lock(&fs->stage_lock);
 	r = redirect_find(fs, ns, o->key, fuse_req_ctx(req)->pid);
-	if (r && kv_store_stat(fs->st, ns, o->key, &bi) < 0)
-		r->at_ns = 0; /* gone meanwhile: an ordinary miss */
-	else if (r) {
+	/* the name holds a published file, or only another writer's
+	 * staging file (an empty private inode then) */
+	if (r && kv_store_stat(fs->st, ns, o->key, &bi) < 0) {
+		memset(&bi, 0, sizeof(bi));
+		if (r->read || !stage_find(fs, ns, o->p))
+			redirect_drop(fs, r); /* gone: an ordinary miss */
+	}
+	/* a reader's private inode stands for the bytes the name holds
+	 * now, whatever it holds by the open */
+	if (r && r->at_ns && r->read && !r->have_ref) {
+		if (kv_store_get(fs->st, ns, o->key, &r->ref) == 0)
+			r->have_ref = true;
+		else
+			redirect_drop(fs, r);
+	}
+	if (r && r->at_ns && r->have_ref)
+		bi.size = r->ref.size;
+	if (r && r->at_ns) {
 		/* the kernel may look up twice (a revalidation, then the
 		 * lookup proper) and forget the first */
 		if (r->ino && inode_lookup_ino(fs->it, r->ino) == 0)
@@ -365,18 +433,6 @@ static void stage_add(struct kvfs_fs *fs, struct kvfs_file *f)
 	pthread_mutex_unlock(&fs->stage_lock);
 }
 
-/* the newest staging file of path still to be published; stage_lock */
-static struct kvfs_file *stage_find(struct kvfs_fs *fs, uint32_t ns,
-				    const char *path)
-{
-	for (struct kvfs_file *f = fs->staging; f; f = f->stage_next)
-		if (f->ns == ns && !f->unlinked && strcmp(f->path, path) == 0)
-			return f;
-	/* published or thrown away files leave the list under stage_lock
-	 * (fs_open_release_locked) */
-	return NULL;
-}
-
 void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name, struct fuse_file_info *fi)
 {
@@ -458,15 +514,19 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		return pl < 0 ? (int)pl : -ENOENT;
 	o.len = (size_t)pl;
 	memcpy(o.key, in->hash, KVFS_HASH_LEN);
-	if (!redirected && !in->writing) {
+	/* another writer's staging inode is redirected too: it becomes
+	 * the published inode at that writer's close, and our O_TRUNC
+	 * would have cut its size in the kernel under its readers */
+	if (!redirected) {
 		pthread_mutex_lock(&fs->stage_lock);
 		struct fs_redirect *r = redirect_find(fs, in->ns, o.key, tid);
 
 		retried = r != NULL;
 		if (r)
-			r->at_ns = 0; /* the retry came without its lookup */
+			redirect_drop(
+				fs, r); /* the retry came without its lookup */
 		pthread_mutex_unlock(&fs->stage_lock);
-		if (!retried && redirect_add(fs, in->ns, o.key, tid))
+		if (!retried && redirect_add(fs, in->ns, o.key, tid, false))
 			return -ESTALE;
 	}
 	f = new_stager(fs, in->ns, &o, &rc);

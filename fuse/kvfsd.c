@@ -494,6 +494,21 @@ static void teardown(struct daemon *d)
 	kv_store_close(d->st);
 }
 
+/* --no-mount: the control socket and the cluster serve until a signal */
+static int serve_unmounted(struct daemon *d)
+{
+	sigset_t set;
+	int sig = 0;
+
+	kvfs_info("serving control socket %s without a mount", d->o.ctl_path);
+	report(d, 0);
+	stop_signals(&set);
+	sigwait(&set, &sig);
+	kvfs_info("%s: stopping", strsignal(sig));
+	teardown(d);
+	return KVFSD_EXIT_OK;
+}
+
 static int serve(struct daemon *d)
 {
 	int rc;
@@ -504,6 +519,8 @@ static int serve(struct daemon *d)
 		rc = start_ctl(d);
 	if (rc == 0)
 		rc = start_cluster(d);
+	if (rc == 0 && d->o.no_mount)
+		return serve_unmounted(d);
 	if (rc == 0)
 		rc = start_fs(d);
 	if (rc == 0)

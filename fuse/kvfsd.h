@@ -78,7 +78,8 @@ struct kvfsd_opts {
 	char *transport_o;
 	char *conductor_o;
 	char *timeout_ms_o;
-	int discard; /* --discard: remove pool and state, exit */
+	int discard;  /* --discard: remove pool and state, exit */
+	int no_mount; /* --no-mount: control socket and pool only */
 
 	/* -f, -d, -s, clone_fd, max_threads, the mountpoint (realpath'd) */
 	struct fuse_cmdline_opts cmd;

@@ -77,6 +77,7 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("--timeout-ms %s", timeout_ms_o),
 	KOPT("--timeout-ms=%s", timeout_ms_o),
 	KOPT("--discard", discard),
+	KOPT("--no-mount", no_mount),
 	FUSE_OPT_END
 };
 
@@ -84,6 +85,7 @@ void kvfsd_usage(FILE *fp)
 {
 	fputs("usage: kvfsd [options] MOUNTPOINT\n"
 	      "       kvfsd --discard [-o state=DIR,pool=PATH] MOUNTPOINT\n"
+	      "       kvfsd --no-mount [options] MOUNTPOINT\n"
 	      "\n"
 	      "Mount the kvfs KV-cache namespace on MOUNTPOINT; see kvfsd(8).\n"
 	      "\n"
@@ -95,6 +97,10 @@ void kvfsd_usage(FILE *fp)
 	      "  --discard          remove the pool and the state (index,\n"
 	      "                     socket) MOUNTPOINT's options name, and\n"
 	      "                     exit; refused while a kvfsd uses them\n"
+	      "  --no-mount         serve the control socket and the pool\n"
+	      "                     (libkvfs) without mounting MOUNTPOINT,\n"
+	      "                     which still names the defaults: for a\n"
+	      "                     machine without FUSE\n"
 	      "\n"
 	      "kvfs options (-o name=value,...):\n"
 	      "  state=DIR          state directory: RocksDB index, control\n"

@@ -17,6 +17,14 @@
  * runs it again with KVFS_MNT, a private kvfsd with a pool of POOL_SLOTS
  * slots of SLOT_SIZE bytes and namespace "t"; there it exits 77 when the
  * device part could not run (no GPU), after the rest passed.
+ *
+ * KVFS_MNT may also name that kvfsd's control socket (a kvfsd run with
+ * --no-mount, on a GPU machine without FUSE), with "t" made beforehand
+ * by "kvctl -s SOCKET ns create t".  A block's references are then read
+ * from the socket's "stat" answer instead of the user.kvfs.refs xattr.
+ *
+ * With a GPU the tests run in this process (CK_NOFORK): the probe has
+ * initialised CUDA here, and a forked child cannot use it.
  */
 #include "config.h"
 
@@ -26,11 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "tests/gpu_dev.h"
 #include <kvfs.h>
+#include "src/common/ctl_client.h"
+#include "src/common/json.h"
 #include "src/common/probe.h"
 
 #define POOL_SLOTS 80
@@ -39,7 +50,8 @@
 #define BATCH 32
 
 static const char *mnt;
-static int want_err; /* -ENOTSUP or -ENODEV; 0 with a GPU */
+static bool on_socket; /* mnt is kvfsd's control socket, not a mount */
+static int want_err;   /* -ENOTSUP or -ENODEV; 0 with a GPU */
 
 /* block i of test t: a name no other test uses */
 static void name(uint8_t h[KVFS_HASH_LEN], unsigned t, unsigned i)
@@ -64,7 +76,7 @@ static struct kvfs *conn(void)
 	return k;
 }
 
-/* block (t, i): len bytes of pattern seed t * 64 + i, through the mount */
+/* block (t, i): len bytes of pattern seed t * 64 + i */
 static void put(struct kvfs *k, unsigned t, unsigned i, size_t len)
 {
 	uint8_t h[KVFS_HASH_LEN], *buf = malloc(len);
@@ -76,6 +88,25 @@ static void put(struct kvfs *k, unsigned t, unsigned i, size_t len)
 	free(buf);
 }
 
+/* refs() on a control socket: "refs" of its "stat NS HASH" answer */
+static long refs_ctl(const char *hex)
+{
+	struct kvfs_ctl *c = NULL;
+	struct kvfs_json *j = NULL;
+	char req[128], err[256];
+	uint64_t v;
+
+	ck_assert_msg(kvfs_ctl_connect(mnt, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	snprintf(req, sizeof(req), "stat %s %s", NS, hex);
+	ck_assert_msg(kvfs_ctl_request(c, req, &j, NULL, err, sizeof(err)) == 0,
+		      "%s: %s", req, err);
+	ck_assert_int_eq(kvfs_json_u64(kvfs_json_get(j, "refs"), &v), 0);
+	kvfs_json_free(j);
+	kvfs_ctl_close(c);
+	return (long)v;
+}
+
 /* the daemon's references on a sealed block (user.kvfs.refs) */
 static long refs(unsigned t, unsigned i)
 {
@@ -85,6 +116,8 @@ static long refs(unsigned t, unsigned i)
 
 	name(h, t, i);
 	kvfs_hash_to_hex(h, hex);
+	if (on_socket)
+		return refs_ctl(hex);
 	snprintf(path, sizeof(path), "%s/%s/%s", mnt, NS, hex);
 	n = getxattr(path, "user.kvfs.refs", val, sizeof(val) - 1);
 	ck_assert_int_gt(n, 0);
@@ -422,6 +455,11 @@ int main(void)
 	mnt = getenv("KVFS_MNT");
 	if (mnt && !*mnt)
 		mnt = NULL;
+	if (mnt) {
+		struct stat st;
+
+		on_socket = stat(mnt, &st) == 0 && S_ISSOCK(st.st_mode);
+	}
 	n = kvfs_cuda_probe(why, sizeof(why));
 	want_err = n < 0 ? -ENOTSUP : n == 0 ? -ENODEV : 0;
 	device = n > 0 && mnt;
@@ -442,6 +480,8 @@ int main(void)
 	}
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
+	if (n > 0)
+		srunner_set_fork_status(sr, CK_NOFORK);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -360,10 +360,40 @@ START_TEST(hash_chain_sglang_exported)
 }
 END_TEST
 
+/* KVFS_MNT a control socket (kvfsd --no-mount): kvfs_write goes through
+ * a writer of the pool, and what it wrote maps at once */
+START_TEST(write_on_socket)
+{
+	struct kvfs *k = conn();
+	uint8_t h[KVFS_HASH_LEN], want[3000], *big = calloc(1, SLOT_SIZE + 1);
+	const void *p;
+	size_t len;
+
+	ck_assert_ptr_nonnull(big);
+	for (unsigned i = 0; i < 3; i++) {
+		put(k, 9, i, sizeof(want) - i);
+		name(h, 9, i);
+		pattern(want, sizeof(want) - i, 9 * 7 + i);
+		ck_assert_int_eq(kvfs_map(k, NS, h, &p, &len), 0);
+		ck_assert_uint_eq(len, sizeof(want) - i);
+		ck_assert_int_eq(memcmp(p, want, len), 0);
+		ck_assert_int_eq(kvfs_unmap(k, p), 0);
+		ck_assert_int_eq(kvfs_write(k, NS, h, want, 10), -EEXIST);
+	}
+	name(h, 9, 3);
+	ck_assert_int_eq(kvfs_write(k, NS, h, big, SLOT_SIZE + 1), -EFBIG);
+	ck_assert_int_eq(kvfs_map(k, NS, h, &p, &len), -ENOENT);
+	ck_assert_int_eq(kvfs_write(k, "nosuchns", h, want, 10), -ENOENT);
+	free(big);
+	kvfs_disconnect(k);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("libkvfs");
 	TCase *tc = tcase_create("mount");
+	struct stat st;
 	SRunner *sr;
 	int failed;
 
@@ -374,6 +404,10 @@ int main(void)
 		return 77;
 	}
 	tcase_set_timeout(tc, 60);
+	if (stat(mnt, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		tcase_add_test(tc, write_on_socket);
+		goto run;
+	}
 	tcase_add_test(tc, map_is_what_was_written);
 	tcase_add_test(tc, mapped_blocks_stay);
 	tcase_add_test(tc, disconnect_releases_maps);
@@ -382,6 +416,7 @@ int main(void)
 	tcase_add_test(tc, abort_leaves_nothing);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, hash_chain_sglang_exported);
+run:
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

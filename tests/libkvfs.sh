@@ -47,4 +47,32 @@ kvfsd_stop
 kvfsd_start "slot_size=64K,slots=8,ctl_mode=0660"
 expect 660 "ctl_mode=0660 makes the pool 0660" stat -c %a "$POOL"
 kvfsd_stop
+
+# ---- --no-mount: the same state and pool, served on the socket alone --------
+SOCK=$STATE/ctl.sock
+helper "$tmp/nomount.out" "$KVFSD" -f --no-mount \
+	-o "state=$STATE,pool=$POOL,ctl_mode=0660" "$MNT"
+npid=$HPID
+sock_up() { [ -S "$SOCK" ] || gone "$npid"; }
+wait_until 100 sock_up || true
+if [ -S "$SOCK" ] && ! is_mounted "$MNT"; then
+	ok "kvfsd --no-mount serves $SOCK and mounts nothing"
+else
+	bad "kvfsd --no-mount: $(tail -n 2 "$tmp/nomount.out")"
+fi
+expect "blocks 7 hits 7 misses 0" "--no-mount: the engine, on the socket, hits all" \
+	"$ENGINE" "$SOCK" e 120 3
+expect "blocks 8 hits 7 misses 1" "--no-mount: and stores what it misses" \
+	"$ENGINE" "$SOCK" e 140 3
+if KVFS_MNT=$SOCK "$CHECK"; then
+	ok "--no-mount: check_libkvfs on the socket (kvfs_write through a slot)"
+else
+	bad "--no-mount: check_libkvfs on the socket"
+fi
+kill -TERM "$npid"
+if wait_until 100 gone "$npid" && wait "$npid" && [ ! -e "$SOCK" ]; then
+	ok "--no-mount: SIGTERM stops it, status 0, socket removed"
+else
+	bad "--no-mount: SIGTERM: $(tail -n 2 "$tmp/nomount.out")"
+fi
 exit "$fail"

@@ -22,12 +22,17 @@
 #include <unistd.h>
 
 #include "src/common/cli.h"
+#include "src/common/ctl_client.h"
+#include "src/common/ctlproto.h"
 #include "src/common/json.h"
 #include "src/kvbench/kvbench.h"
 #include "src/common/log.h"
 
 #define KVB_SHM_DIR "/dev/shm"
 #define KVB_MAX_CLEANUP 8
+/* block_tokens of a namespace made through a control socket: kvfsd's
+ * default for mkdir (-o block_tokens), and kvctl ns create's */
+#define KVB_NS_BLOCK_TOKENS "512"
 
 struct kvb_cmd {
 	const char *name;
@@ -417,12 +422,26 @@ static void stats_ns(const struct kvfs_json *j, const char *ns,
 	}
 }
 
+/* the stats object (MOUNT/.kvfs/stats, or "stats" of the control
+ * socket's "status") into m: -EPROTO without the pool's geometry */
+static int stats_parse(const struct kvfs_json *j, const char *ns,
+		       struct kvb_mount *m)
+{
+	const struct kvfs_json *pool = kvfs_json_get(j, "pool");
+
+	if (!pool || json_u64_at(pool, "slot_size", &m->slot_size) ||
+	    json_u64_at(pool, "slots", &m->slots) ||
+	    json_u64_at(pool, "slots_free", &m->slots_free))
+		return -EPROTO;
+	stats_ns(j, ns, m);
+	return 0;
+}
+
 int kvb_mount_stats(const char *cmd, const char *mount, const char *ns,
 		    struct kvb_mount *m)
 {
 	char path[PATH_MAX];
 	struct kvfs_json *j = NULL;
-	const struct kvfs_json *pool;
 	size_t len = 0;
 	char *text = NULL;
 	int rc;
@@ -441,17 +460,11 @@ int kvb_mount_stats(const char *cmd, const char *mount, const char *ns,
 	}
 	rc = kvfs_json_parse(text, len, &j);
 	free(text);
-	pool = rc ? NULL : kvfs_json_get(j, "pool");
-	if (!pool || json_u64_at(pool, "slot_size", &m->slot_size) ||
-	    json_u64_at(pool, "slots", &m->slots) ||
-	    json_u64_at(pool, "slots_free", &m->slots_free)) {
-		kvfs_json_free(j);
-		kvb_fail(cmd, 0, "%s: no pool geometry in it", path);
-		return -EPROTO;
-	}
-	stats_ns(j, ns, m);
+	rc = rc ? -EPROTO : stats_parse(j, ns, m);
 	kvfs_json_free(j);
-	return 0;
+	if (rc)
+		kvb_fail(cmd, 0, "%s: no pool geometry in it", path);
+	return rc;
 }
 
 int kvb_mount_ns(const char *cmd, const char *mount, const char *ns,
@@ -509,6 +522,160 @@ int kvb_mount_ns(const char *cmd, const char *mount, const char *ns,
 	}
 	*bt = (uint32_t)v;
 	return fd;
+}
+
+/* ---- a kvfsd's control socket --------------------------------------- */
+
+bool kvb_is_socket(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int kvb_ctl_open(const char *cmd, const char *path, struct kvfs_ctl **c)
+{
+	char err[256];
+	int rc;
+
+	rc = kvfs_ctl_connect(path, c, err, sizeof(err));
+	if (rc)
+		kvb_fail(cmd, 0, "%s", err);
+	return rc;
+}
+
+/* req on c: 0 with the answer in *j, or a negative errno with one line
+ * printed (unless the errno is quiet, which is returned silently) */
+static int ctl_ask(const char *cmd, struct kvfs_ctl *c, const char *req,
+		   int quiet, struct kvfs_json **j)
+{
+	char err[256];
+	int rc;
+
+	rc = kvfs_ctl_request(c, req, j, NULL, err, sizeof(err));
+	if (rc && rc != quiet)
+		kvb_fail(cmd, 0, "%s: \"%s\": %s", kvfs_ctl_path(c), req, err);
+	return rc;
+}
+
+/* "VERB NS" with NS percent-encoded (ctlproto.h), then more; NULL when
+ * out of memory */
+static char *ctl_req_ns(const char *verb, const char *ns, const char *more)
+{
+	struct kvfs_buf b = KVFS_BUF_INIT;
+	char *out;
+
+	kvfs_buf_printf(&b, "%s ", verb);
+	kvfs_ctlp_pct_encode(&b, ns, strlen(ns));
+	kvfs_buf_puts(&b, more);
+	return kvfs_buf_finish(&b, &out, NULL) ? NULL : out;
+}
+
+int kvb_ctl_stats(const char *cmd, struct kvfs_ctl *c, const char *ns,
+		  struct kvb_mount *m)
+{
+	struct kvfs_json *j = NULL;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	rc = ctl_ask(cmd, c, "status", 0, &j);
+	if (rc)
+		return rc;
+	rc = stats_parse(kvfs_json_get(j, "stats"), ns, m);
+	kvfs_json_free(j);
+	if (rc)
+		kvb_fail(cmd, 0, "%s: no pool geometry in \"status\"",
+			 kvfs_ctl_path(c));
+	return rc;
+}
+
+/* block_tokens of o, a namespace object, which must have the chain
+ * layout (block names are chain hashes) */
+static int ns_tokens(const char *cmd, const struct kvfs_json *o, const char *ns,
+		     uint32_t *bt)
+{
+	const char *layout = kvfs_json_str(kvfs_json_get(o, "layout"));
+	uint64_t v;
+
+	if (json_u64_at(o, "block_tokens", &v) || !v || v > UINT32_MAX) {
+		kvb_fail(cmd, 0, "namespace %s: no block_tokens in the answer",
+			 ns);
+		return -EPROTO;
+	}
+	if (layout && strcmp(layout, "chain")) {
+		kvb_fail(cmd, 0,
+			 "namespace %s has the %s layout; block names here "
+			 "are chain hashes",
+			 ns, layout);
+		return -EINVAL;
+	}
+	*bt = (uint32_t)v;
+	return 0;
+}
+
+int kvb_ctl_ns(const char *cmd, struct kvfs_ctl *c, const char *ns,
+	       uint32_t *bt)
+{
+	const struct kvfs_json *a;
+	struct kvfs_json *j = NULL;
+	char *req;
+	int rc;
+
+	if (kvfs_ns_valid(ns)) {
+		kvb_fail(cmd, 0, "'%s' is no namespace name", ns);
+		return -EINVAL;
+	}
+	req = ctl_req_ns("ns create", ns, " " KVB_NS_BLOCK_TOKENS " chain");
+	if (!req) {
+		kvb_fail(cmd, -ENOMEM, "ns create");
+		return -ENOMEM;
+	}
+	/* a racing kvbench may make it first: EEXIST is success */
+	rc = ctl_ask(cmd, c, req, -EEXIST, &j);
+	free(req);
+	if (!rc) {
+		rc = ns_tokens(cmd, j, ns, bt);
+		kvfs_json_free(j);
+		return rc;
+	}
+	if (rc != -EEXIST)
+		return rc;
+	rc = ctl_ask(cmd, c, "ns list", 0, &j);
+	if (rc)
+		return rc;
+	a = kvfs_json_get(j, "namespaces");
+	rc = -ENOENT;
+	for (size_t i = 0; a && a->type == KVFS_JSON_ARR && i < a->n; i++) {
+		const char *name =
+			kvfs_json_str(kvfs_json_get(&a->kid[i], "name"));
+
+		if (name && !strcmp(name, ns)) {
+			rc = ns_tokens(cmd, &a->kid[i], ns, bt);
+			break;
+		}
+	}
+	kvfs_json_free(j);
+	if (rc == -ENOENT)
+		kvb_fail(cmd, 0, "namespace %s exists but \"ns list\" lacks it",
+			 ns);
+	return rc;
+}
+
+int kvb_ctl_evict(struct kvfs_ctl *c, const char *ns,
+		  const uint8_t h[KVFS_HASH_LEN])
+{
+	char hex[KVFS_HASH_HEX_LEN + 2];
+	char *req;
+	int rc;
+
+	hex[0] = ' ';
+	kvfs_hash_to_hex(h, hex + 1);
+	req = ctl_req_ns("evict", ns, hex);
+	if (!req)
+		return -ENOMEM;
+	rc = kvfs_ctl_request(c, req, NULL, NULL, NULL, 0);
+	free(req);
+	return rc;
 }
 
 void kvb_cpu_model(char *buf, size_t cap)

@@ -7,7 +7,9 @@
  * kvbench_engines.c, kvbench_xfer.c, kvbench_gpu.c) with one entry point
  * listed in the command table of kvbench.c.  store and demo run on the store
  * library; engine and io on a mounted kvfsd, through the file system and its
- * control socket; engines on any directory, through the file system alone.
+ * control socket; gpu on a mounted kvfsd, or on its control socket alone
+ * (kvfsd --no-mount); engines on any directory, through the file system
+ * alone.
  *
  * Exit codes, the same for every subcommand: 0 it ran, 1 it failed (one
  * line on stderr says why), 2 bad usage, or bad input given as an option
@@ -210,6 +212,35 @@ int kvb_mount_stats(const char *cmd, const char *mount, const char *ns,
  */
 int kvb_mount_ns(const char *cmd, const char *mount, const char *ns,
 		 uint32_t *bt);
+
+/* ---- a kvfsd's control socket (gpu on kvfsd --no-mount) ----------- */
+
+struct kvfs_ctl;
+
+/* path is a unix socket (kvfsd's control socket) rather than a mount */
+bool kvb_is_socket(const char *path);
+
+/* kvfs_ctl_connect(path): 0, or a negative errno with one line printed */
+int kvb_ctl_open(const char *cmd, const char *path, struct kvfs_ctl **c);
+
+/* kvb_mount_stats through the socket: the "stats" of its "status", which
+ * are MOUNT/.kvfs/stats; one line printed on error */
+int kvb_ctl_stats(const char *cmd, struct kvfs_ctl *c, const char *ns,
+		  struct kvb_mount *m);
+
+/*
+ * kvb_mount_ns through the socket: "ns create NS 512 chain" (-EEXIST is
+ * success: then its entry in "ns list"), its block_tokens in *bt.  A
+ * namespace with the open layout is refused.  0, or a negative errno with
+ * one line printed.
+ */
+int kvb_ctl_ns(const char *cmd, struct kvfs_ctl *c, const char *ns,
+	       uint32_t *bt);
+
+/* remove one block through the socket ("evict NS HASH"): 0, or the
+ * daemon's negative errno (-ENOENT absent, -EBUSY referenced); quiet */
+int kvb_ctl_evict(struct kvfs_ctl *c, const char *ns,
+		  const uint8_t h[KVFS_HASH_LEN]);
 
 /* "model name" of the first CPU ("unknown" when /proc does not say) */
 void kvb_cpu_model(char *buf, size_t cap);

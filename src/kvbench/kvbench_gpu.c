@@ -19,6 +19,12 @@
  * is pinned (kvfs_gpu_register) before anything is timed, and its time
  * reported apart.  The first round checks every byte on both sides.
  * Figures are medians over the rounds; blocks are removed after each.
+ *
+ * MOUNT may also be the daemon's control socket (a kvfsd --no-mount, on a
+ * machine without FUSE): the pool's geometry then comes from "status",
+ * the namespace is made by "ns create", and the blocks (which
+ * kvfs_write() writes through a slot of the pool there) are removed by
+ * "evict", since there is no file to unlink.
  */
 #include "config.h"
 
@@ -31,6 +37,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 
+#include "src/common/ctl_client.h"
 #include "src/common/json.h"
 #include "src/kvbench/kvbench.h"
 #include "src/libkvfs/kvfs.h"
@@ -68,7 +75,8 @@ struct gpu_ctx {
 	struct gpu_opts o;
 	struct kvb_mount m;
 	struct kvfs *k;
-	int nsfd;
+	struct kvfs_ctl *ctl; /* MOUNT is a control socket; else NULL */
+	int nsfd;	      /* MOUNT/NS; -1 on a control socket */
 	cudaStream_t st;
 	bool have_st;
 	uint8_t *dev;	 /* blocks x GPU_SIZE_MAX of device memory */
@@ -92,8 +100,9 @@ void kvb_gpu_usage(FILE *f)
 	      "mount MOUNT and\nGPU memory through libkvfs, beside "
 	      "cudaMemcpyAsync of the same sizes from and\nto pinned memory, "
 	      "and compare.  A size larger than the pool's slots is "
-	      "skipped.\nExits 77 without a GPU, or when built without "
-	      "CUDA.\n"
+	      "skipped.\nMOUNT may also be the control socket of a kvfsd "
+	      "run with --no-mount.\nExits 77 without a GPU, or when built "
+	      "without CUDA.\n"
 	      "\n"
 	      "  -n, --blocks N        blocks per batch (default 8); the "
 	      "pool needs twice\n"
@@ -237,12 +246,22 @@ static int gpu_setup(struct gpu_ctx *c)
 	uint32_t bt;
 	int rc;
 
-	rc = kvb_mount_stats(GPU_CMD, c->o.mount, c->o.ns, &c->m);
-	if (rc)
-		return rc;
-	c->nsfd = kvb_mount_ns(GPU_CMD, c->o.mount, c->o.ns, &bt);
-	if (c->nsfd < 0)
-		return c->nsfd;
+	if (kvb_is_socket(c->o.mount)) {
+		rc = kvb_ctl_open(GPU_CMD, c->o.mount, &c->ctl);
+		if (!rc)
+			rc = kvb_ctl_stats(GPU_CMD, c->ctl, c->o.ns, &c->m);
+		if (!rc)
+			rc = kvb_ctl_ns(GPU_CMD, c->ctl, c->o.ns, &bt);
+		if (rc)
+			return rc;
+	} else {
+		rc = kvb_mount_stats(GPU_CMD, c->o.mount, c->o.ns, &c->m);
+		if (rc)
+			return rc;
+		c->nsfd = kvb_mount_ns(GPU_CMD, c->o.mount, c->o.ns, &bt);
+		if (c->nsfd < 0)
+			return c->nsfd;
+	}
 	rc = kvfs_connect(c->o.mount, &c->k);
 	if (rc) {
 		kvb_fail(GPU_CMD, rc, "libkvfs cannot connect to %s",
@@ -396,6 +415,18 @@ static void gpu_remove(struct gpu_ctx *c)
 {
 	char hex[KVFS_HASH_HEX_LEN + 1];
 
+	if (c->ctl) {
+		/* a lookup of nothing on libkvfs's own connection: when it
+		 * is answered, the daemon has served the unmaps libkvfs
+		 * posted there, so no block is referenced by us any more
+		 * and "evict" can remove each (it refuses referenced ones) */
+		(void)kvfs_match(c->k, c->o.ns, NULL, 0, 0, NULL);
+		for (uint64_t i = 0; i < c->o.blocks; i++) {
+			kvb_ctl_evict(c->ctl, c->o.ns, c->src[i]);
+			kvb_ctl_evict(c->ctl, c->o.ns, c->dst[i]);
+		}
+		return;
+	}
 	for (uint64_t i = 0; i < c->o.blocks; i++) {
 		kvfs_hash_to_hex(c->src[i], hex);
 		unlinkat(c->nsfd, hex, 0);
@@ -565,6 +596,7 @@ static void gpu_teardown(struct gpu_ctx *c)
 	cudaFree(c->dev);
 	cudaFreeHost(c->pinned);
 	kvfs_disconnect(c->k);
+	kvfs_ctl_close(c->ctl);
 	if (c->nsfd >= 0)
 		close(c->nsfd);
 	free(c->host);

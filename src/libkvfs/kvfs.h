@@ -130,7 +130,9 @@ int kvfs_unmap_batch(struct kvfs *k, const void *const *ptrs, size_t n);
 
 /*
  * Store len bytes as block hash of ns through the mount (create, write,
- * close: the close seals it).  -EEXIST when it is cached already, -ENOENT
+ * close: the close seals it), or, connected to a control socket (kvfsd
+ * --no-mount), through kvfs_alloc() and kvfs_commit().  -EEXIST when it
+ * is cached already, -ENOENT
  * unknown namespace, -EFBIG larger than a slot, -ENOSPC pool full of
  * referenced blocks.
  */

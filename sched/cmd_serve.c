@@ -556,9 +556,20 @@ static int open_listeners(const struct serve_args *a, int *http_fd, int *ev_fd)
 	return rc;
 }
 
-/* serve until SIGTERM or SIGINT; the signals are blocked before any
- * thread starts, so every thread inherits the mask and only sigwait()
- * here takes them */
+/* SIGTERM and SIGINT, blocked before any thread starts (--kv-events
+ * starts its subscribers before run()): every thread inherits the mask,
+ * so only run()'s sigtimedwait() takes them.  Another thread that did
+ * not block them would be killed by them, and the daemon with it. */
+static void block_stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* serve until SIGTERM or SIGINT (block_stop_signals) */
 static int run(struct srv *srv, const struct serve_args *a)
 {
 	struct srv_http *h = NULL;
@@ -568,11 +579,7 @@ static int run(struct srv *srv, const struct serve_args *a)
 	rc = open_listeners(a, &http_fd, &srv->ev_fd);
 	if (rc < 0)
 		return CLI_EXIT_FAIL;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	block_stop_signals(&set);
 	if (srv->ev_fd >= 0) {
 		rc = srv_events_start(srv);
 		if (rc < 0) {
@@ -647,8 +654,10 @@ int kvc_serve_main(int argc, char **argv)
 {
 	struct serve_args a;
 	struct srv srv;
+	sigset_t set;
 	int rc;
 
+	block_stop_signals(&set); /* before srv_init or --kv-events start any */
 	rc = parse_args(&a, argc, argv);
 	if (rc == 1) {
 		kvc_serve_usage(stdout);

@@ -970,9 +970,26 @@ static int writer_arg(struct req *r, struct ctl_writer **w)
 
 static const struct ctl_cluster_ops *cluster_of(struct req *r);
 
+/* a CRC-32C: 8 hex digits */
+static int arg_crc(struct req *r, uint32_t *crc)
+{
+	char *w;
+	int rc = arg_word(r, "crc", &w);
+
+	if (rc)
+		return rc;
+	if (strlen(w) != 8 || strspn(w, "0123456789abcdefABCDEF") != 8)
+		return fail(r, -EINVAL, "bad crc \"%.40s\": need 8 hex digits",
+			    w);
+	*crc = (uint32_t)strtoul(w, NULL, 16);
+	return 0;
+}
+
 static int cmd_commit(struct req *r)
 {
 	struct ctl_writer *w;
+	bool have_crc = false;
+	uint32_t crc = 0;
 	uint64_t size;
 	int rc;
 
@@ -980,6 +997,10 @@ static int cmd_commit(struct req *r)
 	if (!rc)
 		rc = arg_u64(r, "size", 0, kv_store_slot_size(r->srv->st),
 			     &size);
+	if (!rc && r->next) {
+		rc = arg_crc(r, &crc);
+		have_crc = rc == 0;
+	}
 	if (!rc)
 		rc = arg_end(r);
 	if (rc)
@@ -988,8 +1009,10 @@ static int cmd_commit(struct req *r)
 	if (rc)
 		return fail(r, rc, "commit: %s", strerror(-rc));
 	/* a failed seal aborts the block (store.h): the writer is done
-	 * either way */
-	rc = kv_store_seal(r->srv->st, w->wh);
+	 * either way.  The writer's own CRC, when given, is taken as it is:
+	 * it wrote the bytes, and a wrong one only fails the block later */
+	rc = have_crc ? kv_store_seal_crc(r->srv->st, w->wh, crc)
+		      : kv_store_seal(r->srv->st, w->wh);
 	if (rc == 0 && cluster_of(r)) {
 		char ns[KVFS_NS_MAX + 1];
 

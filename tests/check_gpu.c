@@ -40,6 +40,7 @@
 
 #include "tests/gpu_dev.h"
 #include <kvfs.h>
+#include "src/common/crc32c.h"
 #include "src/common/ctl_client.h"
 #include "src/common/json.h"
 #include "src/common/probe.h"
@@ -88,12 +89,14 @@ static void put(struct kvfs *k, unsigned t, unsigned i, size_t len)
 	free(buf);
 }
 
-/* refs() on a control socket: "refs" of its "stat NS HASH" answer */
-static long refs_ctl(const char *hex)
+/* the "stat NS HASH" answer of the control socket (a mount's too):
+ * its "refs", and the checksum kvfsd sealed the block with */
+static long stat_ctl(const char *hex, uint32_t *crc)
 {
 	struct kvfs_ctl *c = NULL;
 	struct kvfs_json *j = NULL;
 	char req[128], err[256];
+	const char *sum;
 	uint64_t v;
 
 	ck_assert_msg(kvfs_ctl_connect(mnt, &c, err, sizeof(err)) == 0, "%s",
@@ -102,9 +105,18 @@ static long refs_ctl(const char *hex)
 	ck_assert_msg(kvfs_ctl_request(c, req, &j, NULL, err, sizeof(err)) == 0,
 		      "%s: %s", req, err);
 	ck_assert_int_eq(kvfs_json_u64(kvfs_json_get(j, "refs"), &v), 0);
+	sum = kvfs_json_str(kvfs_json_get(j, "checksum"));
+	ck_assert_ptr_nonnull(sum);
+	if (crc)
+		*crc = (uint32_t)strtoul(sum, NULL, 16);
 	kvfs_json_free(j);
 	kvfs_ctl_close(c);
 	return (long)v;
+}
+
+static long refs_ctl(const char *hex)
+{
+	return stat_ctl(hex, NULL);
 }
 
 /* the daemon's references on a sealed block (user.kvfs.refs) */
@@ -141,6 +153,27 @@ static void holds(struct kvfs *k, unsigned t, unsigned i, size_t len,
 	ck_assert_int_eq(memcmp(p, want, len), 0);
 	ck_assert_int_eq(kvfs_unmap(k, p), 0);
 	free(want);
+}
+
+/* block (t, i), copied from the device, was sealed with the CRC-32C of
+ * its bytes, whether the GPU computed it (libkvfs) or kvfsd did */
+static void sealed_crc(struct kvfs *k, unsigned t, unsigned i)
+{
+	char hex[KVFS_HASH_HEX_LEN + 1];
+	uint8_t h[KVFS_HASH_LEN];
+	uint32_t crc = 0;
+	const void *p;
+	size_t len;
+
+	name(h, t, i);
+	kvfs_hash_to_hex(h, hex);
+	ck_assert_int_eq(kvfs_map(k, NS, h, &p, &len), 0);
+	ck_assert_int_eq(stat_ctl(hex, &crc), 1); /* our map */
+	ck_assert_msg(crc == kvfs_crc32c(0, p, len),
+		      "block %u/%u (%zu bytes): sealed with crc %08x, its "
+		      "bytes have %08x",
+		      t, i, len, crc, kvfs_crc32c(0, p, len));
+	ck_assert_int_eq(kvfs_unmap(k, p), 0);
 }
 
 /* ---- without a GPU (or without CUDA) -------------------------------- */
@@ -297,6 +330,7 @@ START_TEST(round_trip)
 	while (rc == -EAGAIN);
 	ck_assert_int_eq(rc, 0);
 	holds(e.k, 2, 1, sz, 2 * 64 + 0);
+	sealed_crc(e.k, 2, 1);
 	ck_assert_int_eq(refs(2, 1), 0);
 	free(want);
 	free(got);
@@ -345,6 +379,7 @@ START_TEST(batch_of_32)
 	ck_assert_int_eq(kvfs_copy_wait(cp), 0);
 	for (unsigned i = 0; i < BATCH; i++) {
 		holds(e.k, 4, i, sz + i, 3 * 64 + i);
+		sealed_crc(e.k, 4, i);
 		ck_assert_int_eq(refs(4, i), 0);
 	}
 	env_close(&e);

@@ -711,6 +711,51 @@ START_TEST(test_crc32c_vector)
 }
 END_TEST
 
+/* the CRC of a block from its pieces' raw CRCs (what libkvfs does with
+ * the CRCs a GPU computes), against the CRC of the whole, for pieces of
+ * 4 KiB and 16 KiB, blocks ending inside a piece, on one and on none */
+START_TEST(test_crc32c_chunks)
+{
+	static const uint64_t chunks[] = { 4096, 16384 };
+	static const size_t lens[] = { 0,     1,      4095,   4096,   4097,
+				       16384, 100003, 262144, 1 << 20 };
+	static uint32_t tab[4][256];
+	uint8_t *buf = malloc(1 << 20);
+	uint32_t raw[300];
+
+	ck_assert_ptr_nonnull(buf);
+	for (size_t i = 0; i < (1 << 20); i++)
+		buf[i] = (uint8_t)(i * 2654435761u >> 13);
+	ck_assert_uint_eq(kvfs_crc32c_shift(0, 12345), 0);
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(*chunks); c++) {
+		kvfs_crc32c_shift_table(tab, chunks[c]);
+		for (size_t l = 0; l < sizeof(lens) / sizeof(*lens); l++) {
+			size_t n = 0;
+
+			for (uint64_t off = 0; off < lens[l];
+			     off += chunks[c], n++) {
+				uint64_t m = lens[l] - off < chunks[c]
+						     ? lens[l] - off
+						     : chunks[c];
+
+				ck_assert_uint_lt(n, 300);
+				raw[n] = ~kvfs_crc32c(~0u, buf + off, m);
+			}
+			ck_assert_msg(kvfs_crc32c_chunks(tab, raw, chunks[c],
+							 lens[l]) ==
+					      kvfs_crc32c(0, buf, lens[l]),
+				      "chunk %llu, len %zu",
+				      (unsigned long long)chunks[c], lens[l]);
+		}
+	}
+	/* a wrong piece gives another CRC */
+	raw[0] ^= 1;
+	ck_assert_uint_ne(kvfs_crc32c_chunks(tab, raw, 16384, 1 << 20),
+			  kvfs_crc32c(0, buf, 1 << 20));
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_crc32c_matches_reference)
 {
 	/* lengths around the 3 x 4096-byte interleave, odd offsets, and a
@@ -751,6 +796,7 @@ static Suite *hash_suite(void)
 
 	tcase_add_test(tc, test_crc32c_vector);
 	tcase_add_test(tc, test_crc32c_matches_reference);
+	tcase_add_test(tc, test_crc32c_chunks);
 	tcase_add_test(tc, test_ns_valid);
 	tcase_add_test(tc, test_ns_invalid);
 	tcase_add_test(tc, test_seed_pinned);

@@ -284,6 +284,26 @@ START_TEST(test_protocol)
 	call_err(a, "unmap 0", EINVAL);
 	call_err(a, "unmap", EINVAL);
 	call_err(a, "commit 1", ENOENT);
+
+	/* a commit with the writer's CRC-32C: 8 hex digits, recorded as
+	 * given (the GPU copies compute it on the device) */
+	snprintf(req, sizeof(req), "commit %llu 0 1234567",
+		 (unsigned long long)w);
+	call_err(a, req, EINVAL);
+	snprintf(req, sizeof(req), "commit %llu 0 +1234567",
+		 (unsigned long long)w);
+	call_err(a, req, EINVAL);
+	snprintf(req, sizeof(req), "commit %llu 0 deadbeef 1",
+		 (unsigned long long)w);
+	call_err(a, req, EINVAL);
+	snprintf(req, sizeof(req), "commit %llu 0 deadbeef",
+		 (unsigned long long)w);
+	ck_assert_int_eq(kvfs_ctl_request(a, req, NULL, NULL, NULL, 0), 0);
+	snprintf(req, sizeof(req), "stat m %s", hex);
+	ck_assert_int_eq(kvfs_ctl_request(a, req, &j, NULL, NULL, 0), 0);
+	ck_assert_str_eq(kvfs_json_str(kvfs_json_get(j, "checksum")),
+			 "deadbeef");
+	kvfs_json_free(j);
 	kvfs_ctl_close(b);
 	kvfs_ctl_close(a);
 	ck_assert(settles(0, 0));

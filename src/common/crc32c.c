@@ -167,3 +167,71 @@ uint32_t kvfs_crc32c(uint32_t crc, const void *buf, size_t len)
 #endif
 	return ~crc_sw(crc, buf, len);
 }
+
+/* ---- combining (zlib's crc32_combine, for CRC-32C) ----------------- */
+
+/* a * b mod P, both polynomials reflected (bit 31 the x^0 term) */
+static uint32_t multmodp(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+
+	while (a) {
+		if (a & m) {
+			p ^= b;
+			a &= ~m;
+		}
+		m >>= 1;
+		b = (b >> 1) ^ (POLY & (0u - (b & 1)));
+	}
+	return p;
+}
+
+/* x^(8n) mod P: the operator that moves a raw CRC past n zero bytes */
+static uint32_t x8nmodp(uint64_t n)
+{
+	uint32_t sq = 1u << 30, p = 1u << 31; /* x^1, x^0 */
+
+	/* sq runs through x^(2^k), from k = 0; the exponent is 8n */
+	for (int k = 0; k < 3; k++)
+		sq = multmodp(sq, sq);
+	for (; n; n >>= 1) {
+		if (n & 1)
+			p = multmodp(sq, p);
+		sq = multmodp(sq, sq);
+	}
+	return p;
+}
+
+uint32_t kvfs_crc32c_shift(uint32_t raw, uint64_t n)
+{
+	return multmodp(x8nmodp(n), raw);
+}
+
+void kvfs_crc32c_shift_table(uint32_t tab[4][256], uint64_t n)
+{
+	uint32_t op = x8nmodp(n);
+
+	for (int j = 0; j < 4; j++)
+		for (uint32_t b = 0; b < 256; b++)
+			tab[j][b] = multmodp(op, b << (8 * j));
+}
+
+uint32_t kvfs_crc32c_chunks(const uint32_t tab[4][256], const uint32_t *raw,
+			    uint64_t chunk, uint64_t len)
+{
+	uint64_t off = 0;
+	uint32_t acc = 0;
+
+	for (size_t i = 0; off < len; i++, off += chunk) {
+		uint64_t n = len - off < chunk ? len - off : chunk;
+
+		if (n == chunk)
+			acc = tab[0][acc & 0xff] ^ tab[1][(acc >> 8) & 0xff] ^
+			      tab[2][(acc >> 16) & 0xff] ^ tab[3][acc >> 24];
+		else
+			acc = kvfs_crc32c_shift(acc, n);
+		acc ^= raw[i];
+	}
+	/* the standard CRC starts from ~0 and ends inverted */
+	return ~(acc ^ kvfs_crc32c_shift(0xffffffffu, len));
+}

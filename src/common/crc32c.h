@@ -16,4 +16,17 @@
 /* crc of buf continuing from crc (start with 0) */
 uint32_t kvfs_crc32c(uint32_t crc, const void *buf, size_t len);
 
+/*
+ * A CRC from the CRCs of its pieces, as a GPU computes them (libkvfs):
+ * raw[i] is the raw CRC (no initial or final inversion, from 0) of bytes
+ * i * chunk .. of a block of len bytes, i.e. ~kvfs_crc32c(~0u, piece).
+ * kvfs_crc32c_chunks() returns kvfs_crc32c(0, block, len); tab, from
+ * kvfs_crc32c_shift_table(tab, chunk), moves a raw CRC past chunk zero
+ * bytes, as kvfs_crc32c_shift(raw, chunk) does, by four lookups.
+ */
+uint32_t kvfs_crc32c_shift(uint32_t raw, uint64_t n);
+void kvfs_crc32c_shift_table(uint32_t tab[4][256], uint64_t n);
+uint32_t kvfs_crc32c_chunks(const uint32_t tab[4][256], const uint32_t *raw,
+			    uint64_t chunk, uint64_t len);
+
 #endif /* KVFS_CRC32C_H */

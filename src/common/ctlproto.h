@@ -80,7 +80,9 @@
  *                             client to write through its own read-write
  *                             mapping; invisible until commit.  -EEXIST,
  *                             -ENOSPC as a create of the mount
- *   commit REF SIZE           {}  seal the first SIZE (0..cap) bytes
+ *   commit REF SIZE [CRC]     {}  seal the first SIZE (0..cap) bytes;
+ *                             CRC (8 hex digits), their CRC-32C when the
+ *                             writer knows it, spares kvfsd reading them
  *   abort REF                 {}  drop it, nothing becomes visible
  *
  * Cluster (kvfsd --cluster; -ENOTSUP on a node without one):

@@ -703,19 +703,27 @@ out_free:
 	return rc;
 }
 
-int kvfs_commit(struct kvfs_wblock *wb, size_t len)
+int libkvfs_commit_crc(struct kvfs_wblock *wb, size_t len, const uint32_t *crc)
 {
-	char extra[32];
+	char extra[48];
 	int rc;
 
 	if (!wb)
 		return -EINVAL;
 	if (len > wb->cap)
 		return -EFBIG;
-	snprintf(extra, sizeof(extra), " %zu", len);
+	if (crc)
+		snprintf(extra, sizeof(extra), " %zu %08x", len, *crc);
+	else
+		snprintf(extra, sizeof(extra), " %zu", len);
 	rc = ref_call(wb->k, "commit", wb->ref, extra);
 	wb_free(wb);
 	return rc;
+}
+
+int kvfs_commit(struct kvfs_wblock *wb, size_t len)
+{
+	return libkvfs_commit_crc(wb, len, NULL);
 }
 
 int kvfs_abort(struct kvfs_wblock *wb)

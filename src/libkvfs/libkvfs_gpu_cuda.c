@@ -23,6 +23,16 @@
  * No GPU at run time (cudaGetDeviceCount fails or counts 0): every call
  * is -ENODEV, checked before anything else, so nothing is mapped or
  * pinned.
+ *
+ * Checksums.  kvfsd seals a block with its CRC-32C, which would make it
+ * read every byte a copy from the device just wrote, on its one control
+ * thread.  So the copy computes the CRC on the device instead, from the
+ * source: a kernel (crc32c_gpu.cu, loaded from its PTX at the first copy)
+ * takes the raw CRC of each CRC_PIECE bytes, the pieces' CRCs come back
+ * at the wait on a private stream, and kvfs_crc32c_chunks() combines
+ * them into each block's CRC, which the commit hands kvfsd.  Where the
+ * kernel cannot be loaded or run, or its memory is not to be had, the
+ * commit goes without, and kvfsd computes it as for any block.
  */
 #include "config.h"
 
@@ -33,8 +43,13 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 
+#include "src/common/crc32c.h"
+#include "src/libkvfs/crc32c_gpu_ptx.h"
 #include "src/libkvfs/kvfs.h"
 #include "src/libkvfs/libkvfs_int.h"
+
+#define CRC_PIECE 16384u /* bytes a kernel thread checksums */
+#define CRC_THREADS 128u /* threads a thread block */
 
 struct kvfs_gpu {
 	/* &k->rw or &k->ro once pinned, else NULL (copies then go through
@@ -42,6 +57,10 @@ struct kvfs_gpu {
 	struct pool_map *pinned;
 	bool tried; /* the copies try to pin once, not at every call */
 	struct kvfs_copy *copies; /* in flight, a list */
+	/* where the pieces' CRCs are read back (non-blocking, of side_dev) */
+	cudaStream_t side;
+	int side_dev;
+	bool have_side;
 };
 
 /* one block of a copy: the reference it holds */
@@ -49,13 +68,16 @@ struct copy_ent {
 	const void *map;	/* to the device: kvfs_map()'s pointer */
 	struct kvfs_wblock *wb; /* from the device: the writer */
 	size_t len;		/* from the device: bytes to seal */
+	size_t piece;		/* from the device: its first CRC piece */
 };
 
 struct kvfs_copy {
 	struct kvfs *k;
 	cudaEvent_t done;
 	bool from_dev;
-	size_t n; /* ent[0..n-1] hold a reference */
+	size_t n;	    /* ent[0..n-1] hold a reference */
+	unsigned int *dcrc; /* device: the pieces' raw CRCs, or NULL */
+	size_t npieces;
 	struct kvfs_copy *prev, *next;
 	struct copy_ent ent[];
 };
@@ -217,22 +239,142 @@ static int copy_new(struct kvfs *k, size_t n, bool from_dev,
 	return 0;
 }
 
+/* ---- checksums on the device (see the top) --------------------------- */
+
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static cudaKernel_t crc_kernel; /* NULL: not to be had */
+static uint32_t crc_tab[4][256];
+
+static void crc_load(void)
+{
+	cudaLibrary_t lib;
+
+	if (cudaLibraryLoadData(&lib, kvfs_crc32c_ptx, NULL, NULL, 0, NULL,
+				NULL, 0) != cudaSuccess ||
+	    cudaLibraryGetKernel(&crc_kernel, lib, "kvfs_crc32c_pieces") !=
+		    cudaSuccess) {
+		crc_kernel = NULL;
+		(void)cudaGetLastError();
+		return;
+	}
+	kvfs_crc32c_shift_table(crc_tab, CRC_PIECE);
+}
+
+/* the handle's private stream, made on the current device at the first
+ * copy from it; false when there is none for this device */
+static bool side_stream(struct kvfs_gpu *g)
+{
+	int dev;
+
+	if (cudaGetDevice(&dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return false;
+	}
+	if (g->have_side)
+		return g->side_dev == dev;
+	if (cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking) !=
+	    cudaSuccess) {
+		(void)cudaGetLastError();
+		return false;
+	}
+	g->side_dev = dev;
+	g->have_side = true;
+	return true;
+}
+
+/* queue on stream the CRCs of the pieces of c's blocks, read from the
+ * device at blocks[i].dev; when any step fails, none (c->dcrc NULL) */
+static void crc_queue(struct kvfs_copy *c, const struct kvfs_gpu_block *blocks,
+		      void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	size_t total = 0;
+
+	pthread_once(&crc_once, crc_load);
+	if (!crc_kernel || !side_stream(c->k->gpu))
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		c->ent[i].piece = total;
+		total += (c->ent[i].len + CRC_PIECE - 1) / CRC_PIECE;
+	}
+	if (!total)
+		return;
+	if (cudaMallocAsync((void **)&c->dcrc, total * sizeof(*c->dcrc), s) !=
+	    cudaSuccess) {
+		c->dcrc = NULL;
+		(void)cudaGetLastError();
+		return;
+	}
+	c->npieces = total;
+	for (size_t i = 0; i < c->n; i++) {
+		const void *p = blocks[i].dev;
+		unsigned long long len = c->ent[i].len;
+		unsigned int piece = CRC_PIECE;
+		unsigned int *out = c->dcrc + c->ent[i].piece;
+		size_t np = (len + CRC_PIECE - 1) / CRC_PIECE;
+		void *args[] = { &p, &len, &piece, &out };
+		dim3 grid = { (unsigned)((np + CRC_THREADS - 1) / CRC_THREADS),
+			      1, 1 };
+		dim3 block = { CRC_THREADS, 1, 1 };
+
+		if (np && cudaLaunchKernel((const void *)crc_kernel, grid,
+					   block, args, 0, s) != cudaSuccess) {
+			(void)cudaGetLastError();
+			(void)cudaFreeAsync(c->dcrc, s); /* after the others */
+			c->dcrc = NULL;
+			return;
+		}
+	}
+}
+
+/* the pieces' CRCs of a completed copy, on the host (malloc'd), or NULL */
+static uint32_t *crc_read(struct kvfs_copy *c)
+{
+	struct kvfs_gpu *g = c->k->gpu;
+	uint32_t *h = malloc(c->npieces * sizeof(*h));
+
+	if (!h)
+		return NULL;
+	/* the copy's event is over, so are the kernels before it; the
+	 * private stream waits on nothing of the engine's */
+	if (cudaMemcpyAsync(h, c->dcrc, c->npieces * sizeof(*h),
+			    cudaMemcpyDeviceToHost, g->side) != cudaSuccess ||
+	    cudaStreamSynchronize(g->side) != cudaSuccess) {
+		(void)cudaGetLastError();
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
 /* drop every reference of c (sealing its blocks when ok) and free it;
  * the DMA must be over.  The first error, or 0. */
 static int copy_end(struct kvfs_copy *c, bool ok)
 {
 	struct kvfs_gpu *g = c->k->gpu;
+	uint32_t *crc = c->dcrc && ok ? crc_read(c) : NULL;
 	int rc = 0, r;
 
 	for (size_t i = 0; i < c->n; i++) {
+		uint32_t v = 0;
+
+		if (crc)
+			v = kvfs_crc32c_chunks(crc_tab, crc + c->ent[i].piece,
+					       CRC_PIECE, c->ent[i].len);
 		if (!c->from_dev)
 			r = kvfs_unmap(c->k, c->ent[i].map);
 		else if (ok)
-			r = kvfs_commit(c->ent[i].wb, c->ent[i].len);
+			r = libkvfs_commit_crc(c->ent[i].wb, c->ent[i].len,
+					       crc ? &v : NULL);
 		else
 			r = kvfs_abort(c->ent[i].wb);
 		if (!rc)
 			rc = r;
+	}
+	free(crc);
+	if (c->dcrc) {
+		(void)cudaFreeAsync(c->dcrc, g->side);
+		(void)cudaGetLastError();
 	}
 	if (c->prev)
 		c->prev->next = c->next;
@@ -376,6 +518,7 @@ int kvfs_copy_from_device_batch(struct kvfs *k, const char *ns,
 		}
 		c->ent[i].len = blocks[i].len;
 	}
+	crc_queue(c, blocks, stream);
 	/* kvfs_alloc() pointers are in the read-write mapping: pinned when
 	 * anything is, since a writer pins that one */
 	for (i = 0; i < n && !rc; i++)
@@ -467,6 +610,8 @@ void libkvfs_gpu_close(struct kvfs *k)
 	}
 	if (g->pinned)
 		(void)cuda_errno(cudaHostUnregister(g->pinned->base));
+	if (g->have_side)
+		(void)cuda_errno(cudaStreamDestroy(g->side));
 	free(g);
 	k->gpu = NULL;
 }

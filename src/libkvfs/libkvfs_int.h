@@ -55,4 +55,12 @@ int libkvfs_pool_map(struct kvfs *k, bool rw);
  */
 void libkvfs_gpu_close(struct kvfs *k);
 
+/*
+ * kvfs_commit(), handing kvfsd the block's CRC-32C (crc32c.h) when crc is
+ * not NULL, so that sealing it reads none of its bytes: the GPU copies
+ * compute it on the device.  A wrong one only makes the block fail its
+ * later checks, as a damaged block does.
+ */
+int libkvfs_commit_crc(struct kvfs_wblock *wb, size_t len, const uint32_t *crc);
+
 #endif /* KVFS_LIBKVFS_INT_H */

@@ -33,6 +33,10 @@ uname -sr
 grep -m1 'model name' /proc/cpuinfo || true
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvfs-gpu.XXXXXX")
+# kvctl for Python, whose own library path is PyTorch's
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$here/lib" "$bin/kvctl" \
+	>"$tmp/kvctl"
+chmod +x "$tmp/kvctl"
 pool=/dev/shm/kvfs-gpu-$$.pool
 kpid=
 fail=0
@@ -119,7 +123,7 @@ steps() {
 	py=$(command -v python3 || true)
 	if [ -n "$py" ]; then
 		rc=0
-		PYTHONPATH=$here/python${PYTHONPATH:+:$PYTHONPATH} \
+		KVCTL=$tmp/kvctl PYTHONPATH=$here/python${PYTHONPATH:+:$PYTHONPATH} \
 			KVFS_LIB=$here/pylib/libkvfs.so.0 LD_LIBRARY_PATH=$here/pylib \
 			timeout 180 "$py" "$here/torch_roundtrip.py" "$target" t \
 			>"$out/torch.log" 2>&1 || rc=$?

@@ -15,12 +15,18 @@ device:
      8 fresh tensors, each torch.equal to its source
   3. a block too large for the room given: EFBIG, nothing written
 
+With $KVCTL (a kvctl), the checksum each block copied from the device
+was sealed with (libkvfs computes it on the GPU) is checked against the
+CRC-32C of its bytes, computed here.
+
 Prints one "ok" line per check, "FAIL ..." and exit 1 on the first
 failure, exit 77 when there is no CUDA device.
 """
 import errno
 import hashlib
 import os
+import stat
+import subprocess
 import sys
 
 try:
@@ -39,6 +45,44 @@ def name(i):
 def fail(msg):
     print("FAIL " + msg)
     sys.exit(1)
+
+
+def _table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        t.append(c)
+    return t
+
+
+_TAB = _table()
+
+
+def crc32c(data):
+    c, t = 0xFFFFFFFF, _TAB
+    for x in data:
+        c = t[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def check_sealed(target, ns, h, data, what):
+    """the checksum kvfsd sealed block h with, against data's CRC-32C"""
+    kvctl = os.environ.get("KVCTL")
+    if not kvctl:
+        return
+    opt = "-s" if stat.S_ISSOCK(os.stat(target).st_mode) else "-m"
+    out = subprocess.run([kvctl, opt, target, "stat", ns, h.hex()],
+                         capture_output=True, text=True, check=True).stdout
+    sealed = [int(line.split()[1], 16) for line in out.splitlines()
+              if line.startswith("checksum")]
+    want = crc32c(data)
+    if sealed != [want]:
+        fail("%s: sealed with checksum %s, its bytes have %08x"
+             % (what, ["%08x" % s for s in sealed], want))
+    print("ok   %s: sealed with the CRC-32C of its bytes (%08x)"
+          % (what, want))
 
 
 def main():
@@ -72,6 +116,7 @@ def main():
                  "(%d bytes, %d expected)" % (len(got), len(host)))
         print("ok   device -> pool: %d bytes sealed, equal on the host"
               % nbytes)
+        check_sealed(target, ns, h, host, "the tensor's block")
         b = torch.zeros_like(a)
         cp = k.copy_to_device(ns, h, b.data_ptr(), nbytes)
         cp.wait()
@@ -103,6 +148,10 @@ def main():
             fail("batch of 8: tensors %s differ, sizes %s" % (bad, cp.lens))
         print("ok   a batch of 8 x %d bytes on a side stream, each "
               "torch.equal" % size)
+        for i in (0, 7):
+            check_sealed(target, ns, hs[i],
+                         src[i].cpu().view(torch.uint8).numpy().tobytes(),
+                         "batch block %d" % i)
 
         # 3. too little room: EFBIG, the tensor untouched
         small = torch.zeros(1024, dtype=torch.uint8, device=dev)

@@ -28,9 +28,11 @@
  * read every byte a copy from the device just wrote, on its one control
  * thread.  So the copy computes the CRC on the device instead, from the
  * source: a kernel (crc32c_gpu.cu, loaded from its PTX at the first copy)
- * takes the raw CRC of each CRC_PIECE bytes, the pieces' CRCs come back
- * at the wait on a private stream, and kvfs_crc32c_chunks() combines
- * them into each block's CRC, which the commit hands kvfsd.  Where the
+ * takes the raw CRC of each CRC_PIECE bytes on the handle's side stream,
+ * beside the copies, the pieces' CRCs come back to pinned memory there,
+ * the caller's stream waits for that before its copy counts as done, and
+ * kvfs_crc32c_chunks() combines them into each block's CRC, which the
+ * commit hands kvfsd.  Where the
  * kernel cannot be loaded or run, or its memory is not to be had, the
  * commit goes without, and kvfsd computes it as for any block.
  */
@@ -48,8 +50,8 @@
 #include "src/libkvfs/kvfs.h"
 #include "src/libkvfs/libkvfs_int.h"
 
-#define CRC_PIECE 16384u /* bytes a kernel thread checksums */
-#define CRC_THREADS 128u /* threads a thread block */
+#define CRC_PIECE 8192u /* bytes a kernel thread checksums */
+#define CRC_THREADS 32u /* threads a thread block: more blocks, more SMs */
 
 struct kvfs_gpu {
 	/* &k->rw or &k->ro once pinned, else NULL (copies then go through
@@ -57,10 +59,15 @@ struct kvfs_gpu {
 	struct pool_map *pinned;
 	bool tried; /* the copies try to pin once, not at every call */
 	struct kvfs_copy *copies; /* in flight, a list */
-	/* where the pieces' CRCs are read back (non-blocking, of side_dev) */
-	cudaStream_t side;
+	/* the CRCs of copies from the device (crc_room) */
+	cudaStream_t side; /* non-blocking, of side_dev */
+	cudaEvent_t ready, crc_done;
 	int side_dev;
 	bool have_side;
+	unsigned int *dcrc; /* device */
+	uint32_t *hcrc;	    /* pinned host */
+	size_t crc_cap;	    /* pieces either holds */
+	bool crc_busy;	    /* a copy in flight uses them */
 };
 
 /* one block of a copy: the reference it holds */
@@ -75,9 +82,8 @@ struct kvfs_copy {
 	struct kvfs *k;
 	cudaEvent_t done;
 	bool from_dev;
-	size_t n;	    /* ent[0..n-1] hold a reference */
-	unsigned int *dcrc; /* device: the pieces' raw CRCs, or NULL */
-	size_t npieces;
+	size_t n; /* ent[0..n-1] hold a reference */
+	bool crc; /* its pieces' CRCs come back in its gpu's hcrc */
 	struct kvfs_copy *prev, *next;
 	struct copy_ent ent[];
 };
@@ -260,91 +266,120 @@ static void crc_load(void)
 	kvfs_crc32c_shift_table(crc_tab, CRC_PIECE);
 }
 
-/* the handle's private stream, made on the current device at the first
- * copy from it; false when there is none for this device */
-static bool side_stream(struct kvfs_gpu *g)
+/*
+ * The handle's side stream, its two events and its buffers for the
+ * pieces' CRCs (device and pinned host), made on the current device at
+ * the first copy from it and grown as needed; one copy uses them at a
+ * time (g->crc_busy).  False when they cannot be had for this copy.
+ */
+static bool crc_room(struct kvfs_gpu *g, size_t pieces)
 {
 	int dev;
 
-	if (cudaGetDevice(&dev) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return false;
+	if (g->crc_busy || cudaGetDevice(&dev) != cudaSuccess)
+		goto out_none;
+	if (!g->have_side) {
+		if (cudaStreamCreateWithFlags(
+			    &g->side, cudaStreamNonBlocking) != cudaSuccess)
+			goto out_none;
+		if (cudaEventCreateWithFlags(
+			    &g->ready, cudaEventDisableTiming) != cudaSuccess) {
+			cudaStreamDestroy(g->side);
+			goto out_none;
+		}
+		if (cudaEventCreateWithFlags(&g->crc_done,
+					     cudaEventDisableTiming) !=
+		    cudaSuccess) {
+			cudaEventDestroy(g->ready);
+			cudaStreamDestroy(g->side);
+			goto out_none;
+		}
+		g->side_dev = dev;
+		g->have_side = true;
 	}
-	if (g->have_side)
-		return g->side_dev == dev;
-	if (cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking) !=
-	    cudaSuccess) {
-		(void)cudaGetLastError();
-		return false;
+	if (g->side_dev != dev)
+		goto out_none;
+	if (g->crc_cap < pieces) {
+		size_t cap = pieces < 4096 ? 4096 : pieces;
+
+		cudaFree(g->dcrc);
+		cudaFreeHost(g->hcrc);
+		g->dcrc = NULL;
+		g->hcrc = NULL;
+		g->crc_cap = 0;
+		if (cudaMalloc((void **)&g->dcrc, cap * sizeof(*g->dcrc)) !=
+			    cudaSuccess ||
+		    cudaMallocHost((void **)&g->hcrc, cap * sizeof(*g->hcrc)) !=
+			    cudaSuccess)
+			goto out_none;
+		g->crc_cap = cap;
 	}
-	g->side_dev = dev;
-	g->have_side = true;
 	return true;
+out_none:
+	(void)cudaGetLastError();
+	return false;
 }
 
-/* queue on stream the CRCs of the pieces of c's blocks, read from the
- * device at blocks[i].dev; when any step fails, none (c->dcrc NULL) */
+/*
+ * Queue the CRCs of the pieces of c's blocks (read from the device at
+ * blocks[i].dev) on the side stream, after what the engine queued on
+ * stream so far, so that they run beside the copies; crc_join() makes
+ * stream wait for them.  When a step fails, none (c->crc false).
+ */
 static void crc_queue(struct kvfs_copy *c, const struct kvfs_gpu_block *blocks,
 		      void *stream)
 {
-	cudaStream_t s = (cudaStream_t)stream;
+	struct kvfs_gpu *g = c->k->gpu;
 	size_t total = 0;
 
 	pthread_once(&crc_once, crc_load);
-	if (!crc_kernel || !side_stream(c->k->gpu))
+	if (!crc_kernel)
 		return;
 	for (size_t i = 0; i < c->n; i++) {
 		c->ent[i].piece = total;
 		total += (c->ent[i].len + CRC_PIECE - 1) / CRC_PIECE;
 	}
-	if (!total)
+	if (!total || !crc_room(g, total))
 		return;
-	if (cudaMallocAsync((void **)&c->dcrc, total * sizeof(*c->dcrc), s) !=
-	    cudaSuccess) {
-		c->dcrc = NULL;
-		(void)cudaGetLastError();
-		return;
-	}
-	c->npieces = total;
+	if (cudaEventRecord(g->ready, (cudaStream_t)stream) != cudaSuccess ||
+	    cudaStreamWaitEvent(g->side, g->ready, 0) != cudaSuccess)
+		goto out_fail;
 	for (size_t i = 0; i < c->n; i++) {
 		const void *p = blocks[i].dev;
 		unsigned long long len = c->ent[i].len;
 		unsigned int piece = CRC_PIECE;
-		unsigned int *out = c->dcrc + c->ent[i].piece;
+		unsigned int *out = g->dcrc + c->ent[i].piece;
 		size_t np = (len + CRC_PIECE - 1) / CRC_PIECE;
 		void *args[] = { &p, &len, &piece, &out };
 		dim3 grid = { (unsigned)((np + CRC_THREADS - 1) / CRC_THREADS),
 			      1, 1 };
 		dim3 block = { CRC_THREADS, 1, 1 };
 
-		if (np && cudaLaunchKernel((const void *)crc_kernel, grid,
-					   block, args, 0, s) != cudaSuccess) {
-			(void)cudaGetLastError();
-			(void)cudaFreeAsync(c->dcrc, s); /* after the others */
-			c->dcrc = NULL;
-			return;
-		}
+		if (np &&
+		    cudaLaunchKernel((const void *)crc_kernel, grid, block,
+				     args, 0, g->side) != cudaSuccess)
+			goto out_fail;
 	}
+	if (cudaMemcpyAsync(g->hcrc, g->dcrc, total * sizeof(*g->hcrc),
+			    cudaMemcpyDeviceToHost, g->side) != cudaSuccess ||
+	    cudaEventRecord(g->crc_done, g->side) != cudaSuccess)
+		goto out_fail;
+	g->crc_busy = true;
+	c->crc = true;
+	return;
+out_fail:
+	/* what was queued finishes on the side stream before the next use
+	 * of its buffers, which is queued behind it */
+	(void)cudaGetLastError();
 }
 
-/* the pieces' CRCs of a completed copy, on the host (malloc'd), or NULL */
-static uint32_t *crc_read(struct kvfs_copy *c)
+/* stream waits for c's CRCs: its copy is over only when they are back */
+static int crc_join(struct kvfs_copy *c, void *stream)
 {
-	struct kvfs_gpu *g = c->k->gpu;
-	uint32_t *h = malloc(c->npieces * sizeof(*h));
-
-	if (!h)
-		return NULL;
-	/* the copy's event is over, so are the kernels before it; the
-	 * private stream waits on nothing of the engine's */
-	if (cudaMemcpyAsync(h, c->dcrc, c->npieces * sizeof(*h),
-			    cudaMemcpyDeviceToHost, g->side) != cudaSuccess ||
-	    cudaStreamSynchronize(g->side) != cudaSuccess) {
-		(void)cudaGetLastError();
-		free(h);
-		return NULL;
-	}
-	return h;
+	if (!c->crc)
+		return 0;
+	return cuda_errno(cudaStreamWaitEvent((cudaStream_t)stream,
+					      c->k->gpu->crc_done, 0));
 }
 
 /* drop every reference of c (sealing its blocks when ok) and free it;
@@ -352,7 +387,8 @@ static uint32_t *crc_read(struct kvfs_copy *c)
 static int copy_end(struct kvfs_copy *c, bool ok)
 {
 	struct kvfs_gpu *g = c->k->gpu;
-	uint32_t *crc = c->dcrc && ok ? crc_read(c) : NULL;
+	/* the copy is over, and its CRCs with it (crc_join) */
+	const uint32_t *crc = c->crc && ok ? g->hcrc : NULL;
 	int rc = 0, r;
 
 	for (size_t i = 0; i < c->n; i++) {
@@ -371,11 +407,8 @@ static int copy_end(struct kvfs_copy *c, bool ok)
 		if (!rc)
 			rc = r;
 	}
-	free(crc);
-	if (c->dcrc) {
-		(void)cudaFreeAsync(c->dcrc, g->side);
-		(void)cudaGetLastError();
-	}
+	if (c->crc)
+		g->crc_busy = false;
 	if (c->prev)
 		c->prev->next = c->next;
 	else if (g->copies == c)
@@ -525,6 +558,8 @@ int kvfs_copy_from_device_batch(struct kvfs *k, const char *ns,
 		rc = cuda_errno(cudaMemcpyAsync(
 			dst[i], blocks[i].dev, blocks[i].len,
 			cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+	if (!rc)
+		rc = crc_join(c, stream);
 	free(dst);
 	return copy_launch(c, stream, rc, cp);
 out_end:
@@ -610,8 +645,14 @@ void libkvfs_gpu_close(struct kvfs *k)
 	}
 	if (g->pinned)
 		(void)cuda_errno(cudaHostUnregister(g->pinned->base));
-	if (g->have_side)
+	if (g->have_side) {
+		(void)cuda_errno(cudaStreamSynchronize(g->side));
+		cudaFree(g->dcrc);
+		cudaFreeHost(g->hcrc);
+		cudaEventDestroy(g->ready);
+		cudaEventDestroy(g->crc_done);
 		(void)cuda_errno(cudaStreamDestroy(g->side));
+	}
 	free(g);
 	k->gpu = NULL;
 }

@@ -478,7 +478,12 @@ START_TEST(disconnect_waits)
 					       4000, e.stream, &cp2),
 			 0);
 	ck_assert_int_eq(refs(6, 0), 1);
+	settle_k = NULL;
 	kvfs_disconnect(e.k);
+	/* the daemon drops the refs when it sees the connection close,
+	 * which a request on another connection may come before */
+	for (int i = 0; i < 200 && refs(6, 0) != 0; i++)
+		usleep(10 * 1000);
 	ck_assert_int_eq(refs(6, 0), 0);
 	tdev_stream_free(e.stream);
 	tdev_free(e.dev);

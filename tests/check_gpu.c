@@ -114,11 +114,6 @@ static long stat_ctl(const char *hex, uint32_t *crc)
 	return (long)v;
 }
 
-static long refs_ctl(const char *hex)
-{
-	return stat_ctl(hex, NULL);
-}
-
 /* the handle of the test running, if any: refs() settles it first */
 static struct kvfs *settle_k;
 
@@ -137,7 +132,7 @@ static long refs(unsigned t, unsigned i)
 	name(h, t, i);
 	kvfs_hash_to_hex(h, hex);
 	if (on_socket)
-		return refs_ctl(hex);
+		return stat_ctl(hex, NULL);
 	snprintf(path, sizeof(path), "%s/%s/%s", mnt, NS, hex);
 	n = getxattr(path, "user.kvfs.refs", val, sizeof(val) - 1);
 	ck_assert_int_gt(n, 0);

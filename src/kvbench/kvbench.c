@@ -23,7 +23,6 @@
 
 #include "src/common/cli.h"
 #include "src/common/ctl_client.h"
-#include "src/common/ctlproto.h"
 #include "src/common/json.h"
 #include "src/kvbench/kvbench.h"
 #include "src/common/log.h"
@@ -558,16 +557,20 @@ static int ctl_ask(const char *cmd, struct kvfs_ctl *c, const char *req,
 	return rc;
 }
 
-/* "VERB NS" with NS percent-encoded (ctlproto.h), then more; NULL when
- * out of memory */
-static char *ctl_req_ns(const char *verb, const char *ns, const char *more)
+/* "VERB NS [HASH]" as kvfs_ctl_prefix_req() makes it, then more; NULL
+ * when out of memory (or for a bad name, checked before) */
+static char *ctl_req_ns(const char *verb, const char *ns,
+			const uint8_t (*h)[KVFS_HASH_LEN], const char *more)
 {
 	struct kvfs_buf b = KVFS_BUF_INIT;
 	char *out;
 
-	kvfs_buf_printf(&b, "%s ", verb);
-	kvfs_ctlp_pct_encode(&b, ns, strlen(ns));
-	kvfs_buf_puts(&b, more);
+	if (kvfs_ctl_prefix_req(&b, verb, ns, -1, h, h ? 1 : 0)) {
+		kvfs_buf_release(&b);
+		return NULL;
+	}
+	if (more)
+		kvfs_buf_puts(&b, more);
 	return kvfs_buf_finish(&b, &out, NULL) ? NULL : out;
 }
 
@@ -625,7 +628,8 @@ int kvb_ctl_ns(const char *cmd, struct kvfs_ctl *c, const char *ns,
 		kvb_fail(cmd, 0, "'%s' is no namespace name", ns);
 		return -EINVAL;
 	}
-	req = ctl_req_ns("ns create", ns, " " KVB_NS_BLOCK_TOKENS " chain");
+	req = ctl_req_ns("ns create", ns, NULL,
+			 " " KVB_NS_BLOCK_TOKENS " chain");
 	if (!req) {
 		kvb_fail(cmd, -ENOMEM, "ns create");
 		return -ENOMEM;
@@ -664,13 +668,10 @@ int kvb_ctl_ns(const char *cmd, struct kvfs_ctl *c, const char *ns,
 int kvb_ctl_evict(struct kvfs_ctl *c, const char *ns,
 		  const uint8_t h[KVFS_HASH_LEN])
 {
-	char hex[KVFS_HASH_HEX_LEN + 2];
-	char *req;
+	char *req = ctl_req_ns("evict", ns, (const uint8_t(*)[KVFS_HASH_LEN])h,
+			       NULL);
 	int rc;
 
-	hex[0] = ' ';
-	kvfs_hash_to_hex(h, hex + 1);
-	req = ctl_req_ns("evict", ns, hex);
 	if (!req)
 		return -ENOMEM;
 	rc = kvfs_ctl_request(c, req, NULL, NULL, NULL, 0);

@@ -77,6 +77,7 @@ out_free:
 
 int kvfs_connect(const char *mountpoint, struct kvfs **out)
 {
+	struct stat sb;
 	struct kvfs *k;
 	int rc;
 
@@ -90,6 +91,7 @@ int kvfs_connect(const char *mountpoint, struct kvfs **out)
 		rc = -ENOMEM;
 		goto out_free;
 	}
+	k->no_mount = stat(mountpoint, &sb) == 0 && S_ISSOCK(sb.st_mode);
 	rc = kvfs_ctl_connect(mountpoint, &k->ctl, NULL, 0);
 	if (rc)
 		goto out_free;
@@ -590,15 +592,14 @@ int kvfs_write(struct kvfs *k, const char *ns,
 	       const uint8_t hash[KVFS_HASH_LEN], const void *buf, size_t len)
 {
 	char hex[KVFS_HASH_HEX_LEN + 1], path[PATH_MAX];
-	int fd, rc;
-
 	struct stat sb;
+	int fd, rc;
 
 	if (!k || !hash || (!buf && len) || kvfs_ns_valid(ns))
 		return -EINVAL;
 	/* connected to a control socket, not a mount (kvfsd --no-mount):
 	 * through a writer of the pool instead */
-	if (stat(k->mount, &sb) == 0 && S_ISSOCK(sb.st_mode))
+	if (k->no_mount)
 		return write_in_place(k, ns, hash, buf, len);
 	/* this goes around the socket: the unmaps posted on it are served
 	 * first, or a slot this handle let go may still look taken.  A

@@ -26,7 +26,8 @@ struct pool_map {
 
 struct kvfs {
 	struct kvfs_ctl *ctl;
-	char *mount;
+	char *mount;   /* what kvfs_connect() was given */
+	bool no_mount; /* ... a control socket (kvfsd --no-mount) */
 	char *pool_path;
 	uint64_t slot_size;
 	struct pool_map ro; /* kvfs_map() pointers point into it */

@@ -206,6 +206,7 @@ static int open_store(struct daemon *d)
 		.nslots = d->o.slots,
 		.lease_ms = d->o.lease_ms,
 		.reformat = d->o.reformat,
+		.prealloc = d->o.prealloc,
 		/* libkvfs maps the pool itself: whoever may use the control
 		 * socket may map it (kvfsd(8), ACCESS CONTROL), nobody else */
 		.pool_mode = d->o.ctl_mode & 0666,

@@ -63,6 +63,7 @@ struct kvfsd_opts {
 	char *ctl_maps_o;
 	char *lease_max_ms_o;
 	int reformat;
+	int prealloc;
 	/* cluster options (--name VALUE or --name=VALUE) */
 	char *cluster_o;
 	char *node_id_o;

@@ -50,6 +50,7 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("ctl_maps=%s", ctl_maps_o),
 	KOPT("lease_max_ms=%s", lease_max_ms_o),
 	KOPT("reformat", reformat),
+	KOPT("prealloc", prealloc),
 	KOPT("--cluster %s", cluster_o),
 	KOPT("--cluster=%s", cluster_o),
 	KOPT("--node-id %s", node_id_o),
@@ -133,6 +134,9 @@ void kvfsd_usage(FILE *fp)
 	      "                     (for the four caps, 0: no cap)\n"
 	      "  reformat           format pool and index anew when their\n"
 	      "                     geometry differs (drops every block)\n"
+	      "  prealloc           take all of the pool's memory at start\n"
+	      "                     (first writes run at full speed; a\n"
+	      "                     full /dev/shm is found at start)\n"
 	      "\n"
 	      "cluster options (kvfs(7), CLUSTER; without --cluster kvfsd is\n"
 	      "a single node and needs no etcd):\n"

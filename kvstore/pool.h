@@ -63,6 +63,14 @@ struct kv_pool_geom {
 enum kv_pool_flags {
 	KV_POOL_CREATE = 1 << 0,   /* create the file when it is absent */
 	KV_POOL_REFORMAT = 1 << 1, /* format even over a valid pool */
+	/*
+	 * Take every page of the file at open (fallocate): writes into a
+	 * fresh slot then never fault pages in one at a time (a first pass
+	 * over a sparse pool writes at half the speed of later ones), and a
+	 * file system too full to hold the pool is found at open, as
+	 * -ENOSPC, instead of by a SIGBUS when a write reaches the page.
+	 */
+	KV_POOL_PREALLOC = 1 << 2,
 };
 
 /*

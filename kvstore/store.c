@@ -337,7 +337,8 @@ int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out)
 						   : STORE_PUBLISH_WAIT_MS;
 	rc = kv_pool_open_mode(
 		cfg->pool_path, &g,
-		KV_POOL_CREATE | (cfg->reformat ? KV_POOL_REFORMAT : 0),
+		KV_POOL_CREATE | (cfg->reformat ? KV_POOL_REFORMAT : 0) |
+			(cfg->prealloc ? KV_POOL_PREALLOC : 0),
 		cfg->pool_mode ? cfg->pool_mode : 0600, &st->pool);
 	if (rc < 0)
 		goto out_free;

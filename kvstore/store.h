@@ -61,6 +61,7 @@ struct kv_store_config {
 	uint32_t nslots;       /* blocks the pool holds */
 	uint32_t lease_ms;     /* default match lease; 0 means 10000 */
 	bool reformat;	       /* format pool and index anew if they differ */
+	bool prealloc;	       /* take the pool's pages at open (pool.h) */
 	unsigned pool_mode;    /* the pool file's mode (pool.h); 0 means 0600 */
 	uint32_t publish_wait_ms; /* kv_store_closing; 0 means 1000 */
 };

@@ -40,6 +40,34 @@ START_TEST(test_create_attach)
 }
 END_TEST
 
+/* KV_POOL_PREALLOC takes every page of the file, and keeps contents */
+START_TEST(test_prealloc)
+{
+	const struct kv_pool_geom g = { 4096, 64 };
+	struct tu_paths p;
+	struct kv_pool *a;
+	struct stat st;
+
+	tu_paths(&p);
+	ck_assert_int_eq(kv_pool_open(p.pool, &g, KV_POOL_CREATE, &a), 0);
+	memset(kv_pool_slot(a, 5), 0x5a, 4096);
+	kv_pool_close(a);
+	ck_assert_int_eq(stat(p.pool, &st), 0);
+	/* sparse: the header and one slot hold pages, not 65 */
+	ck_assert_int_lt((long long)st.st_blocks * 512, st.st_size);
+
+	ck_assert_int_eq(
+		kv_pool_open(p.pool, &g, KV_POOL_CREATE | KV_POOL_PREALLOC, &a),
+		0);
+	ck_assert(!kv_pool_formatted(a));
+	ck_assert_int_eq(stat(p.pool, &st), 0);
+	ck_assert_int_ge((long long)st.st_blocks * 512, st.st_size);
+	ck_assert_uint_eq(((uint8_t *)kv_pool_slot(a, 5))[4095], 0x5a);
+	ck_assert_uint_eq(((uint8_t *)kv_pool_slot(a, 6))[0], 0);
+	kv_pool_close(a);
+}
+END_TEST
+
 START_TEST(test_geometry_mismatch)
 {
 	struct kv_pool_geom other = { 8192, 4 }, more = { 4096, 5 };
@@ -378,6 +406,7 @@ int main(void)
 
 	tu_init("pool");
 	tcase_add_test(tc_core, test_create_attach);
+	tcase_add_test(tc_core, test_prealloc);
 	tcase_add_test(tc_core, test_geometry_mismatch);
 	tcase_add_test(tc_core, test_not_a_pool);
 	tcase_add_test(tc_core, test_bad_args);

@@ -61,9 +61,11 @@ void fs_stat_block(const struct kvfs_fs *fs, fuse_ino_t ino, uint64_t size,
 	st->st_gid = fs->gid;
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
-	/* the page: what O_DIRECT users align to (kvfs(7)); a read or a
-	 * write of any size is one request up to 1 MiB anyway */
-	st->st_blksize = 4096;
+	/* published: the page, what O_DIRECT users align to (kvfs(7)), and
+	 * a read of any size is one request up to 1 MiB anyway; being
+	 * written: one request's worth, which buffered writers fill before
+	 * they write (FS_MAX_WRITE) */
+	st->st_blksize = writing ? FS_MAX_WRITE : 4096;
 	set_time(&st->st_mtim, writing ? kvfs_wall_ns() : seal_ns);
 	st->st_ctim = st->st_atim = st->st_mtim;
 }
@@ -169,7 +171,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	 * raised through /sys/class/bdi/.../read_ahead_kb); more would be
 	 * clamped.
 	 */
-	conn->max_write = 1u << 20;
+	conn->max_write = FS_MAX_WRITE;
 	/* background requests are read-ahead and async reads: let 16
 	 * readers keep a few each in flight */
 	conn->max_background = 64;

@@ -66,6 +66,14 @@ enum {
  * its long timeouts; other openers must not see it at all until then.
  */
 #define TMO_WRITING 0.0
+/*
+ * The most one FUSE write carries (fs_init's max_write), and so the
+ * st_blksize of a file open for writing: stdio and Python size their
+ * write buffers by it, and without write-back caching each buffer flush
+ * is one request, so a 4 KiB buffer would make a 2 MiB file of small
+ * fwrites 512 round trips.  Published files keep 4096 (kvfs(7)).
+ */
+#define FS_MAX_WRITE (1u << 20)
 /* .kvfs and its files exist for the life of the mount and report size 0
  * (their reads are direct_io): nothing about them goes stale */
 #define TMO_META 3600.0

@@ -245,6 +245,14 @@ def main():
           "statvfs: f_bsize 4096 and a real capacity")
     check(os.stat(os.path.join(NS, "slot0")).st_blksize == 4096,
           "st_blksize 4096")
+    # a file being written asks for buffers of one write request, so
+    # that stdio and Python gather small writes (kvfs(7))
+    p = os.path.join(NS, "blksize.bin")
+    fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    check(os.fstat(fd).st_blksize == 1 << 20,
+          "st_blksize 1 MiB while being written")
+    os.close(fd)
+    check(os.stat(p).st_blksize == 4096, "st_blksize 4096 once published")
 
     # unlink at any time; directories
     p = os.path.join(NS, "gone.bin")

@@ -62,10 +62,9 @@ void fs_stat_block(const struct kvfs_fs *fs, fuse_ino_t ino, uint64_t size,
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
 	/* published: the page, what O_DIRECT users align to (kvfs(7)), and
-	 * a read of any size is one request up to 1 MiB anyway; being
-	 * written: one request's worth, which buffered writers fill before
-	 * they write (FS_MAX_WRITE) */
-	st->st_blksize = writing ? FS_MAX_WRITE : 4096;
+	 * a read of any size is one request up to FS_MAX_WRITE anyway; being
+	 * written: what buffered writers should gather (FS_WRITE_BLKSIZE) */
+	st->st_blksize = writing ? FS_WRITE_BLKSIZE : 4096;
 	set_time(&st->st_mtim, writing ? kvfs_wall_ns() : seal_ns);
 	st->st_ctim = st->st_atim = st->st_mtim;
 }
@@ -164,9 +163,10 @@ static void want(struct fuse_conn_info *conn, unsigned cap, bool on)
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/*
-	 * 1 MiB per request: a 2 MiB block is two writes and two reads.
-	 * libfuse 3.14 buffers 256 pages per request and derives the
-	 * kernel's max_pages from max_write, so reads grow to match.
+	 * 1020 KiB per request (FS_MAX_WRITE: what lets libfuse splice),
+	 * so a 2 MiB block is three writes and three reads.  libfuse 3.14
+	 * derives the kernel's max_pages from max_write, so reads grow to
+	 * match.
 	 * max_readahead stays at the kernel's offer (its bdi read-ahead,
 	 * raised through /sys/class/bdi/.../read_ahead_kb); more would be
 	 * clamped.

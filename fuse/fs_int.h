@@ -67,13 +67,25 @@ enum {
  */
 #define TMO_WRITING 0.0
 /*
- * The most one FUSE write carries (fs_init's max_write), and so the
- * st_blksize of a file open for writing: stdio and Python size their
+ * The most one FUSE write carries (fs_init's max_write): 1 MiB less a
+ * page. libfuse splices a request from /dev/fuse into a
+ * pipe (and kvfsd copies a write's payload once, pipe to slot) only when
+ * its whole buffer, max_write and a 4 KiB header, fits one pipe, and a
+ * pipe grows to pipe-max-size (1 MiB by default) without
+ * CAP_SYS_RESOURCE.  At 1 MiB libfuse silently read(2) every request into
+ * its own buffer instead: one more copy of every byte written, which
+ * cost 10-20% of the store rate in kvbench engines, against one more
+ * request per 2 MiB block.
+ */
+#define FS_MAX_WRITE ((1u << 20) - 4096)
+/*
+ * The st_blksize of a file open for writing: stdio and Python size their
  * write buffers by it, and without write-back caching each buffer flush
  * is one request, so a 4 KiB buffer would make a 2 MiB file of small
- * fwrites 512 round trips.  Published files keep 4096 (kvfs(7)).
+ * writes 512 round trips.  The kernel keeps a power of two of it, so the
+ * largest below FS_MAX_WRITE.  Published files keep 4096 (kvfs(7)).
  */
-#define FS_MAX_WRITE (1u << 20)
+#define FS_WRITE_BLKSIZE (1u << 19)
 /* .kvfs and its files exist for the life of the mount and report size 0
  * (their reads are direct_io): nothing about them goes stale */
 #define TMO_META 3600.0

@@ -571,6 +571,78 @@ int kv_elect_get(const char *url, const struct kv_etcd_auth *a, char *value,
 	return rc;
 }
 
+/* ---- the leader's records --------------------------------------------- */
+
+void kv_elect_rec_key(const struct kv_elect *el, const char *what, char *key,
+		      size_t len)
+{
+	snprintf(key, len, "/kvfs/%s/conductor/%s", el->c.name, what);
+}
+
+int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
+		     size_t vlen)
+{
+	char key[KEY_MAX];
+	struct etcd e;
+	struct etcd_val v;
+	int rc;
+
+	kv_elect_rec_key(el, what, key, sizeof(key));
+	rc = etcd_init(&e, el->c.endpoint, ETCD_TIMEOUT_MS, &el->c.conf);
+	if (rc < 0)
+		return rc;
+	/* a put over whatever the key holds: read its revision, then put
+	 * if it did not move meanwhile (a few tries) */
+	for (int tries = 0; tries < 3; tries++) {
+		int64_t rev = 0;
+
+		rc = etcd_get(&e, key, &v);
+		if (rc == 0) {
+			rev = v.mod_rev;
+			etcd_val_release(&v);
+		} else if (rc != -ENOENT) {
+			break;
+		}
+		rc = etcd_put_if(&e, key, val, vlen, 0, rev, NULL);
+		if (rc != -EEXIST)
+			break;
+	}
+	if (rc < 0)
+		kvfs_warn("election %s: keeping %s in etcd: %s", el->c.name,
+			  what, e.err[0] ? e.err : strerror(-rc));
+	etcd_release(&e);
+	return rc;
+}
+
+int kv_elect_get_rec(struct kv_elect *el, const char *what, char **val,
+		     size_t *vlen)
+{
+	char key[KEY_MAX];
+	struct etcd e;
+	struct etcd_val v;
+	int rc;
+
+	*val = NULL;
+	*vlen = 0;
+	kv_elect_rec_key(el, what, key, sizeof(key));
+	rc = etcd_init(&e, el->c.endpoint, ETCD_TIMEOUT_MS, &el->c.conf);
+	if (rc < 0)
+		return rc;
+	rc = etcd_get(&e, key, &v);
+	if (rc == 0) {
+		*val = v.val; /* malloc'd and NUL-terminated: now the caller's
+			       */
+		*vlen = v.len;
+		v.val = NULL;
+		etcd_val_release(&v);
+	} else if (rc != -ENOENT) {
+		kvfs_warn("election %s: reading %s from etcd: %s", el->c.name,
+			  what, e.err[0] ? e.err : strerror(-rc));
+	}
+	etcd_release(&e);
+	return rc;
+}
+
 int kv_elect_field(const char *value, const char *name, char *out, size_t len)
 {
 	json_object *o = value ? json_tokener_parse(value) : NULL;

@@ -104,6 +104,21 @@ void kv_elect_unfollow(struct kv_elect_watch *w);
 int kv_elect_get(const char *url, const struct kv_etcd_auth *a, char *value,
 		 size_t len, char *err, size_t errlen);
 
+/*
+ * Records of the leader's that outlive its lease, for whoever leads next:
+ * /kvfs/NAME/conductor/WHAT (what: [a-z]+), written without a lease.
+ * kv_elect_rec_key gives the key (for a MAC that binds it).
+ * kv_elect_put_rec: 0, or etcd's error (logged).  kv_elect_get_rec: 0
+ * with *val malloc'd and NUL-terminated, -ENOENT, or etcd's error.  Each
+ * call makes its own connection: any thread may call them.
+ */
+void kv_elect_rec_key(const struct kv_elect *el, const char *what, char *key,
+		      size_t len);
+int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
+		     size_t vlen);
+int kv_elect_get_rec(struct kv_elect *el, const char *what, char **val,
+		     size_t *vlen);
+
 /* the string member name of a leader's JSON value: 0, or -ENOENT (none,
  * empty, or too long for len) */
 int kv_elect_field(const char *value, const char *name, char *out, size_t len);

@@ -608,6 +608,7 @@ static int run(struct srv *srv, const struct serve_args *a)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 		srv_expire(srv);
+		srv_instances_adopt(srv);
 	}
 	/* resign first: a standby takes over while this one winds down */
 	srv_elect_resign(srv);

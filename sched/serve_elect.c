@@ -17,8 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvstore/cluster.h"
 #include "kvstore/elect.h"
+#include "src/common/clock.h"
+#include "src/common/log.h"
 #include "sched/serve_int.h"
+
+#define INSTANCES_REC "instances"
+#define ADOPT_EVERY_NS (10 * 1000000000ull)
 
 int srv_elect_start(struct srv *srv, const char *url,
 		    const struct kv_etcd_auth *a, uint32_t ttl_s,
@@ -38,6 +44,143 @@ int srv_elect_start(struct srv *srv, const char *url,
 		rc = kv_elect_start(&cfg, &srv->el);
 	json_object_put(v);
 	return rc;
+}
+
+/* ---- instances a successor takes over ----------------------------------- */
+
+static json_object *nodes_json(uint32_t n, const uint32_t *node)
+{
+	json_object *a = json_object_new_array();
+
+	for (uint32_t i = 0; a && i < n; i++) {
+		json_object *o = json_object_new_object();
+
+		if (!o || json_object_array_add(a, o) < 0) {
+			json_object_put(o);
+			json_object_put(a);
+			return NULL;
+		}
+		json_object_object_add(o, "node",
+				       json_object_new_int64(node[i]));
+	}
+	return a;
+}
+
+int srv_instances_keep(struct srv *srv, uint32_t np, const uint32_t *pnode,
+		       uint32_t nd, const uint32_t *dnode)
+{
+	json_object *o, *p, *d;
+	char key[256], *sealed = NULL;
+	const char *body;
+	size_t len;
+	int rc = -ENOMEM;
+
+	if (!srv->el)
+		return 0;
+	o = json_object_new_object();
+	p = nodes_json(np, pnode);
+	d = nodes_json(nd, dnode);
+	if (!o || !p || !d) {
+		json_object_put(o);
+		json_object_put(p);
+		json_object_put(d);
+		return rc;
+	}
+	/* the same body POST /v1/instances takes */
+	json_object_object_add(o, "prefill", p);
+	json_object_object_add(o, "decode", d);
+	body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	if (body) {
+		len = strlen(body);
+		rc = 0;
+		if (srv->secret) {
+			kv_elect_rec_key(srv->el, INSTANCES_REC, key,
+					 sizeof(key));
+			rc = kv_cluster_rec_seal(srv->secret, srv->secret_len,
+						 key, 0, body, len, &sealed,
+						 &len);
+			body = sealed;
+		}
+		if (rc == 0)
+			rc = kv_elect_put_rec(srv->el, INSTANCES_REC, body,
+					      len);
+	}
+	free(sealed);
+	json_object_put(o);
+	return rc;
+}
+
+/* the kept record's body, checked against the secret: 0, or <0 (logged) */
+static int instances_open(struct srv *srv, char *val, size_t *len)
+{
+	char key[256];
+	int rc;
+
+	if (!srv->secret)
+		return 0;
+	kv_elect_rec_key(srv->el, INSTANCES_REC, key, sizeof(key));
+	rc = kv_cluster_rec_open(srv->secret, srv->secret_len, key, 0, val,
+				 *len, len);
+	if (rc < 0) {
+		kvfs_warn("the instances kept in etcd (%s) %s; not adopted",
+			  key,
+			  rc == -ENOMSG ? "are not signed"
+					: "fail their MAC (another secret?)");
+		return rc;
+	}
+	val[*len] = '\0';
+	return 0;
+}
+
+void srv_instances_adopt(struct srv *srv)
+{
+	uint32_t pf[SCHED_MAX_INSTANCES], dc[SCHED_MAX_INSTANCES], np, nd;
+	struct kv_elect_state st = { 0 };
+	uint64_t now = kvfs_mono_ns();
+	json_object *o = NULL;
+	const char *msg = "not a JSON object";
+	bool have;
+	char *val;
+	size_t len;
+	int rc;
+
+	if (!srv->el)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	have = srv->s != NULL;
+	pthread_mutex_unlock(&srv->lock);
+	kv_elect_state(srv->el, &st);
+	if (have || !st.leading)
+		return;
+	/* at once after an election won, then now and then */
+	if (st.won == srv->adopt_won && now < srv->adopt_next_ns)
+		return;
+	srv->adopt_won = st.won;
+	srv->adopt_next_ns = now + ADOPT_EVERY_NS;
+	if (kv_elect_get_rec(srv->el, INSTANCES_REC, &val, &len) < 0)
+		return;
+	rc = instances_open(srv, val, &len); /* logs a refusal */
+	if (rc == 0) {
+		o = json_tokener_parse(val);
+		if (!o || !json_object_is_type(o, json_type_object))
+			rc = -EINVAL;
+		if (rc == 0)
+			rc = srv_body_nodes(srv_body_array(o, "prefill"), pf,
+					    &np, &msg);
+		if (rc == 0)
+			rc = srv_body_nodes(srv_body_array(o, "decode"), dc,
+					    &nd, &msg);
+		if (rc < 0)
+			kvfs_warn("the instances kept in etcd are unreadable "
+				  "(%s); not adopted",
+				  msg);
+	}
+	if (rc == 0 && srv_set_instances(srv, np, pf, nd, dc) == 0)
+		kvfs_info("instances from the last leader: %u prefill, %u "
+			  "decode",
+			  np, nd);
+	json_object_put(o);
+	free(val);
 }
 
 void srv_elect_resign(struct srv *srv)

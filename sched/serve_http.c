@@ -207,6 +207,8 @@ static void h_instances(struct srv *srv, struct json_object *o,
 		instances_error(a, rc);
 		return;
 	}
+	/* for a successor; a failure is logged, and costs only that */
+	srv_instances_keep(srv, np, pf, nd, dc);
 	a->status = ST_OK;
 	a->json = json_object_new_object();
 	if (a->json) {

@@ -105,6 +105,8 @@ struct srv {
 	uint64_t start_ns;	     /* CLOCK_MONOTONIC at start */
 	size_t max_body;
 	struct kv_elect *el; /* --election; NULL: none, always the leader */
+	uint64_t adopt_won;  /* run()'s thread: srv_instances_adopt's */
+	uint64_t adopt_next_ns;
 
 	/* fixed after start */
 	char *token;	 /* the HTTP API's bearer token; NULL: none */
@@ -278,6 +280,17 @@ void srv_expire(struct srv *srv);
  * -EINVAL for counts out of 1..SCHED_MAX_INSTANCES, -ENOMEM.  Takes the
  * lock.
  */
+/*
+ * Instances a successor takes over (serve_elect.c): POST /v1/instances's
+ * lists, kept in etcd beside the election's key (signed with the cluster
+ * secret when there is one), and adopted by a leader that has none, once
+ * a second from run() (srv_instances_adopt: at once after an election
+ * won, every 10 s else).  srv_instances_keep: 0 or etcd's error, logged;
+ * without --election nothing is kept.
+ */
+int srv_instances_keep(struct srv *srv, uint32_t np, const uint32_t *pnode,
+		       uint32_t nd, const uint32_t *dnode);
+void srv_instances_adopt(struct srv *srv);
 int srv_set_instances(struct srv *srv, uint32_t np, const uint32_t *pnode,
 		      uint32_t nd, const uint32_t *dnode);
 

@@ -8,6 +8,8 @@
 # standby leads within 30 s, the kvfsd's stream moves to it (RESET and
 # resync) so its index holds the blocks again, and `kvconductor leader`
 # names it.  A leader stopped with SIGTERM resigns: the other takes over.
+# Instances set by POST /v1/instances pass to the next leader through a
+# record in etcd signed with the cluster secret; an unsigned one does not.
 # The conductors' lease is 6 s, not 3: a leader steps down when it cannot
 # renew for TTL - 0.5 s, and this test runs beside others on 2 cores.
 # SKIP (77) without etcd, FUSE or python3.  fuse_lib.sh's trap kills every
@@ -73,6 +75,32 @@ try:
               h.get("X-Kvfs-Leader") == sys.argv[3])
         if not ok:
             print(st, dict(h), b, file=sys.stderr)
+    elif cmd == "instances":  # POST /v1/instances: 2 prefill, 1 decode
+        st, _, b = call(addr, "/v1/instances",
+                        {"prefill": [{"node": 0}, {"node": 1}],
+                         "decode": [{"node": 8}]})
+        ok = st == 200 and b == {"prefill": 2, "decode": 1}
+        if not ok:
+            print(st, b, file=sys.stderr)
+    elif cmd == "isset":  # NP ND | none: the instances in /v1/stats
+        _, _, s = call(addr, "/v1/stats")
+        if sys.argv[3] == "none":
+            ok = s["instances_set"] is False
+        else:
+            ok = (s["instances_set"] is True and
+                  len(s["prefill"]) == int(sys.argv[3]) and
+                  len(s["decode"]) == int(sys.argv[4]))
+    elif cmd == "scheduled":  # a schedule is answered 200
+        st, _, b = sched(addr, ["%064x" % 1])
+        ok = st == 200
+        if not ok:
+            print(st, b, file=sys.stderr)
+    elif cmd == "etcdput":  # KEY VALUE, through etcd's JSON gateway
+        import base64
+        enc = lambda s: base64.b64encode(s.encode()).decode()
+        st, _, b = call(addr, "/v3/kv/put",
+                        {"key": enc(sys.argv[3]), "value": enc(sys.argv[4])})
+        ok = st == 200
     elif cmd == "found":  # N HASH...: scheduled, N blocks of it indexed
         st, _, b = sched(addr, sys.argv[4:])
         ok = (st == 200 and
@@ -198,6 +226,55 @@ wait_until 300 q role "$C" leader "$C" &&
 	die "c did not take over from a resigning b"
 wait_until 300 q indexed "$C" 2 && ok "and indexes the blocks" ||
 	bad "c did not get the blocks"
+
+# ---- instances set by POST /v1/instances outlive their leader ----------
+# conductors without --prefill/--decode, in an election of their own and
+# with the cluster secret: the leader keeps what POST /v1/instances set
+# in etcd, signed, and the standby that takes over adopts it; a record
+# that is not signed with the secret is not adopted
+URL2=etcd://$ETCD_EP/kvc-inst
+printf 'kvfs-test-secret-0123456789abcdef\n' >"$tmp/secret"
+chmod 600 "$tmp/secret"
+bare() {
+	conductor_start HELPERS "$1" --events 127.0.0.1:0 \
+		--election "$URL2" --election-ttl 6 \
+		--secret-file "$tmp/secret" || die "conductor $1 did not start"
+}
+bare x
+XPID=$CPID
+X=$(http_of x)
+wait_until 300 q role "$X" leader "$X" || die "x does not lead"
+bare y
+YPID=$CPID
+Y=$(http_of y)
+wait_until 300 q role "$Y" standby "$X" || die "y is not x's standby"
+q isset "$X" none && ok "no instances yet" || bad "x has instances"
+q instances "$X" && ok "POST /v1/instances on the leader" ||
+	bad "POST /v1/instances: $(tail -n 1 "$tmp/q.err")"
+kill -KILL "$XPID"
+wait "$XPID" 2>/dev/null || true
+wait_until 300 q role "$Y" leader "$Y" || die "y did not take over from x"
+wait_until 100 q isset "$Y" 2 1 &&
+	ok "the new leader adopted the instances POST set (2 + 1)" ||
+	bad "the new leader has no instances"
+q scheduled "$Y" && ok "and schedules" ||
+	bad "the new leader's /v1/schedule: $(tail -n 1 "$tmp/q.err")"
+bare z
+ZPID=$CPID
+Z=$(http_of z)
+wait_until 300 q role "$Z" standby "$Y" || die "z is not y's standby"
+q etcdput "$ETCD_EP" /kvfs/kvc-inst/conductor/instances \
+	'{"prefill":[{"node":7}],"decode":[{"node":9}]}' ||
+	die "could not write etcd"
+kill -KILL "$YPID"
+wait "$YPID" 2>/dev/null || true
+wait_until 300 q role "$Z" leader "$Z" || die "z did not take over from y"
+sleep 1 # the adoption runs within a second of the election
+q isset "$Z" none &&
+	ok "an unsigned instances record is not adopted" ||
+	bad "z adopted instances nobody with the secret wrote"
+grep -q 'instances kept in etcd .* are not signed' "$tmp/z.err" &&
+	ok "and that is logged" || bad "no log of the refused record"
 kvfsd_stop && ok "kvfsd: SIGTERM, exit 0" || bad "kvfsd: exit status"
 kill -TERM "$CPID_C" 2>/dev/null || true
 exit "$fail"

@@ -579,16 +579,29 @@ void kv_elect_rec_key(const struct kv_elect *el, const char *what, char *key,
 	snprintf(key, len, "/kvfs/%s/conductor/%s", el->c.name, what);
 }
 
+/* a connection of its own for one record's call, and the record's key */
+static int rec_conn(struct kv_elect *el, const char *what, struct etcd *e,
+		    char key[KEY_MAX])
+{
+	kv_elect_rec_key(el, what, key, KEY_MAX);
+	return etcd_init(e, el->c.endpoint, ETCD_TIMEOUT_MS, &el->c.conf);
+}
+
+static void rec_warn(struct kv_elect *el, const char *doing, const char *what,
+		     const struct etcd *e, int rc)
+{
+	kvfs_warn("election %s: %s %s in etcd: %s", el->c.name, doing, what,
+		  e->err[0] ? e->err : strerror(-rc));
+}
+
 int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
 		     size_t vlen)
 {
 	char key[KEY_MAX];
 	struct etcd e;
 	struct etcd_val v;
-	int rc;
+	int rc = rec_conn(el, what, &e, key);
 
-	kv_elect_rec_key(el, what, key, sizeof(key));
-	rc = etcd_init(&e, el->c.endpoint, ETCD_TIMEOUT_MS, &el->c.conf);
 	if (rc < 0)
 		return rc;
 	/* a put over whatever the key holds: read its revision, then put
@@ -608,8 +621,7 @@ int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
 			break;
 	}
 	if (rc < 0)
-		kvfs_warn("election %s: keeping %s in etcd: %s", el->c.name,
-			  what, e.err[0] ? e.err : strerror(-rc));
+		rec_warn(el, "keeping", what, &e, rc);
 	etcd_release(&e);
 	return rc;
 }
@@ -620,24 +632,21 @@ int kv_elect_get_rec(struct kv_elect *el, const char *what, char **val,
 	char key[KEY_MAX];
 	struct etcd e;
 	struct etcd_val v;
-	int rc;
+	int rc = rec_conn(el, what, &e, key);
 
 	*val = NULL;
 	*vlen = 0;
-	kv_elect_rec_key(el, what, key, sizeof(key));
-	rc = etcd_init(&e, el->c.endpoint, ETCD_TIMEOUT_MS, &el->c.conf);
 	if (rc < 0)
 		return rc;
 	rc = etcd_get(&e, key, &v);
 	if (rc == 0) {
-		*val = v.val; /* malloc'd and NUL-terminated: now the caller's
-			       */
+		/* malloc'd and NUL-terminated: now the caller's */
+		*val = v.val;
 		*vlen = v.len;
 		v.val = NULL;
 		etcd_val_release(&v);
 	} else if (rc != -ENOENT) {
-		kvfs_warn("election %s: reading %s from etcd: %s", el->c.name,
-			  what, e.err[0] ? e.err : strerror(-rc));
+		rec_warn(el, "reading", what, &e, rc);
 	}
 	etcd_release(&e);
 	return rc;

@@ -84,6 +84,7 @@ struct kvfs_buf;
 struct ctl_cluster_ops {
 	void *arg;
 	void (*sealed)(void *arg, const char *ns, const uint8_t *hash);
+	void (*ns_made)(void *arg); /* "ns create" made one */
 	int (*nodes)(void *arg, struct kvfs_buf *out);
 	long (*prefetch)(void *arg, const char *node, const char *ns,
 			 const uint8_t (*hashes)[32], size_t n, int *res,

@@ -331,6 +331,8 @@ static int cmd_ns_list(struct req *r)
 	return 0;
 }
 
+static const struct ctl_cluster_ops *cluster_of(struct req *r);
+
 /* ns create NAME BLOCK_TOKENS [chain|open] */
 static int cmd_ns_create(struct req *r)
 {
@@ -359,6 +361,8 @@ static int cmd_ns_create(struct req *r)
 	if (rc)
 		return fail(r, rc, "creating namespace \"%.255s\": %s", name,
 			    strerror(-rc));
+	if (cluster_of(r) && cluster_of(r)->ns_made)
+		cluster_of(r)->ns_made(cluster_of(r)->arg);
 	put_name(r->out, name);
 	kvfs_buf_printf(r->out,
 			",\"id\":%u,\"block_tokens\":%u,\"layout\":\"%s\"", id,
@@ -967,8 +971,6 @@ static int writer_arg(struct req *r, struct ctl_writer **w)
 			    (unsigned long long)id);
 	return 0;
 }
-
-static const struct ctl_cluster_ops *cluster_of(struct req *r);
 
 /* a CRC-32C: 8 hex digits */
 static int arg_crc(struct req *r, uint32_t *crc)

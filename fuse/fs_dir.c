@@ -134,6 +134,8 @@ void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	rc = kv_store_ns_create_layout(fs->st, name, fs->block_tokens,
 				       fs->layout, &ns);
 	if (rc == 0)
+		kvfsd_cluster_ns_made(fs->cl);
+	if (rc == 0)
 		rc = inode_lookup(fs->it, INODE_NS, ns, NULL, &ino);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);

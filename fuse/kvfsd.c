@@ -320,6 +320,11 @@ static void ctl_sealed(void *arg, const char *ns, const uint8_t *hash)
 	kvfsd_cluster_sealed(arg, ns, hash);
 }
 
+static void ctl_ns_made(void *arg)
+{
+	kvfsd_cluster_ns_made(arg);
+}
+
 static int ctl_nodes(void *arg, struct kvfs_buf *out)
 {
 	return kvfsd_cluster_nodes_json(arg, out);
@@ -364,6 +369,7 @@ static int start_cluster(struct daemon *d)
 	d->cl_ops = (struct ctl_cluster_ops){
 		.arg = d->cl,
 		.sealed = ctl_sealed,
+		.ns_made = ctl_ns_made,
 		.nodes = ctl_nodes,
 		.prefetch = ctl_prefetch,
 	};

@@ -429,15 +429,17 @@ int cl_ns_list(struct kvfsd_cluster *c, struct ns_list_view *v)
 	return rc;
 }
 
-/* when the local set changed, and every 30 s in case etcd lost them */
+/* when one was made here, when the local set changed, and every 30 s in
+ * case etcd lost them */
 static void publish_namespaces(struct kvfsd_cluster *c)
 {
+	bool made = atomic_exchange(&c->ns_made, false);
 	struct ns_list_view v;
 	uint64_t now = kvfs_mono_ns();
 
 	if (cl_ns_list(c, &v) < 0)
 		return;
-	if (v.n == c->ns_published && now < c->ns_publish_due) {
+	if (!made && v.n == c->ns_published && now < c->ns_publish_due) {
 		cl_ns_list_free(&v);
 		return;
 	}
@@ -537,6 +539,16 @@ static void repair(struct kvfsd_cluster *c)
 		  (unsigned long long)checked,
 		  (unsigned long long)(atomic_load(&c->pushed) - pushed0),
 		  (double)(kvfs_mono_ns() - start) / 1e9);
+}
+
+void kvfsd_cluster_ns_made(struct kvfsd_cluster *c)
+{
+	if (!c)
+		return;
+	atomic_store(&c->ns_made, true);
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_broadcast(&c->hk_wake);
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void on_change(void *arg)

@@ -86,6 +86,10 @@ void kvfsd_cluster_sealed(struct kvfsd_cluster *c, const char *ns,
 /* fsync: 0 once R home nodes hold it */
 int kvfsd_cluster_sync(struct kvfsd_cluster *c, const char *ns,
 		       const uint8_t hash[KVFS_HASH_LEN]);
+/* a namespace was made here (mkdir, kvctl ns create): published to the
+ * cluster now, not at the next housekeeping pass a second later, so that
+ * another node's look for it finds it at once.  NULL: no-op */
+void kvfsd_cluster_ns_made(struct kvfsd_cluster *c);
 /* a namespace this node does not have: known to the cluster?  Creates it
  * locally with the cluster's block_tokens; 0, -ENOENT */
 int kvfsd_cluster_ns_import(struct kvfsd_cluster *c, const char *ns);

@@ -43,6 +43,7 @@ struct kvfsd_cluster {
 	uint64_t epoch_seen;	 /* housekeeping thread only */
 	size_t ns_published;	 /* namespaces at the last publish */
 	uint64_t ns_publish_due; /* monotonic ns of the next one anyway */
+	atomic_bool ns_made;	 /* kvfsd_cluster_ns_made: publish now */
 	atomic_uint_fast64_t pushed;
 	atomic_uint_fast64_t gave_up; /* jobs that ran out of tries */
 

@@ -1455,6 +1455,14 @@ static void fake_sealed(void *arg, const char *ns, const uint8_t *hash)
 	(void)arg, (void)ns, (void)hash;
 }
 
+static atomic_uint F_NS_MADE; /* namespaces the cluster was told of */
+
+static void fake_ns_made(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&F_NS_MADE, 1);
+}
+
 static int fake_nodes(void *arg, struct kvfs_buf *out)
 {
 	(void)arg;
@@ -1496,6 +1504,7 @@ static long fake_prefetch(void *arg, const char *node, const char *ns,
 }
 
 static const struct ctl_cluster_ops FAKE = { .sealed = fake_sealed,
+					     .ns_made = fake_ns_made,
 					     .nodes = fake_nodes,
 					     .prefetch = fake_prefetch };
 
@@ -1610,6 +1619,21 @@ START_TEST(test_prefetch_job)
 }
 END_TEST
 
+/* "ns create" tells the cluster at once (it publishes the namespace),
+ * and a refused one does not */
+START_TEST(test_ns_made_told)
+{
+	atomic_store(&F_NS_MADE, 0);
+	kvfs_json_free(call_ok(C, "ns create before 16"));
+	ck_assert_uint_eq(atomic_load(&F_NS_MADE), 0); /* no cluster yet */
+	ctl_server_set_cluster(SRV, &FAKE);
+	kvfs_json_free(call_ok(C, "ns create after 16 open"));
+	ck_assert_uint_eq(atomic_load(&F_NS_MADE), 1);
+	call_err(C, "ns create after 16", EEXIST);
+	ck_assert_uint_eq(atomic_load(&F_NS_MADE), 1);
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
@@ -1643,6 +1667,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_render);
 	tcase_add_test(tc, test_json_codec);
 	tcase_add_test(tc, test_prefetch_job);
+	tcase_add_test(tc, test_ns_made_told);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -64,13 +64,24 @@ int cl_lead_start(struct kvfsd_cluster *c,
 		  const struct kvfsd_cluster_config *cfg)
 {
 	char url[ETCD_URLS_MAX + 128];
+	uint8_t *secret = NULL;
+	size_t slen = 0;
 	int rc;
 
 	if (!cl_lead_wanted(cfg->conductor))
 		return 0;
 	rc = lead_url(cfg, url, sizeof(url));
+	/* the leader's record is signed with the cluster secret: one that
+	 * is not cannot send our events elsewhere */
+	if (rc == 0 && cfg->secret_file)
+		rc = cl_read_secret(cfg->secret_file, &secret, &slen);
 	if (rc == 0)
-		rc = kv_elect_follow(url, &cfg->etcd, on_leader, c, &c->lead);
+		rc = kv_elect_follow(url, &cfg->etcd, secret, slen, on_leader,
+				     c, &c->lead);
+	if (secret) {
+		explicit_bzero(secret, slen);
+		free(secret);
+	}
 	if (rc < 0)
 		kvfs_err("--conductor %s: cannot follow the election: %s",
 			 cfg->conductor, strerror(-rc));

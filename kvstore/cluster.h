@@ -144,6 +144,9 @@ size_t kv_hrw_pick(const struct kv_node_info *nodes, size_t n, const char *ns,
  * etcd does not attach a revoked or expired lease).
  */
 
+/* the length of BODY in val when it ends in " mac=" HEX, else vlen: a
+ * record as read by whoever has no secret to check it with */
+size_t kv_cluster_rec_body(const char *val, size_t vlen);
 /* BODY and its MAC: *out malloc'd, NUL-terminated; -ENOMEM */
 int kv_cluster_rec_seal(const uint8_t *secret, size_t slen, const char *key,
 			int64_t lease, const char *body, size_t blen,

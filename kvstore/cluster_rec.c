@@ -96,6 +96,19 @@ static int unhex(char ch)
 	return -1;
 }
 
+size_t kv_cluster_rec_body(const char *val, size_t vlen)
+{
+	size_t body = vlen - REC_MAC_EXTRA;
+
+	if (vlen < REC_MAC_EXTRA ||
+	    memcmp(val + body, REC_MAC_TAG, sizeof(REC_MAC_TAG) - 1) != 0)
+		return vlen;
+	for (size_t i = body + sizeof(REC_MAC_TAG) - 1; i < vlen; i++)
+		if (unhex(val[i]) < 0)
+			return vlen;
+	return body;
+}
+
 int kv_cluster_rec_open(const uint8_t *secret, size_t slen, const char *key,
 			int64_t lease, const char *val, size_t vlen,
 			size_t *blen)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvstore/cluster_int.h"
 #include "kvstore/elect.h"
 #include "src/common/clock.h"
 #include "src/common/log.h"
@@ -32,6 +33,11 @@ struct elect_conn {
 	char key[KEY_MAX];
 	struct etcd_conf conf;
 	char *password;
+	/* the cluster secret: the leader's record is signed with it, and
+	 * read only when its MAC checks; NULL: unsigned, read as it is */
+	uint8_t *secret;
+	size_t secret_len;
+	uint64_t warned_ms; /* vouch's last warning; its caller's thread */
 };
 
 struct kv_elect {
@@ -101,6 +107,22 @@ static void conn_release(struct elect_conn *c)
 {
 	etcd_conf_release(&c->conf, c->password);
 	c->password = NULL;
+	if (c->secret)
+		explicit_bzero(c->secret, c->secret_len);
+	free(c->secret);
+	c->secret = NULL;
+}
+
+static int conn_secret(struct elect_conn *c, const uint8_t *secret, size_t len)
+{
+	if (!secret)
+		return 0;
+	c->secret = malloc(len);
+	if (!c->secret)
+		return -ENOMEM;
+	memcpy(c->secret, secret, len);
+	c->secret_len = len;
+	return 0;
 }
 
 /* a unary call must end well inside one renewal period */
@@ -139,13 +161,56 @@ static int look_fn(const char *key, size_t klen, const char *val, size_t vlen,
 	return 0;
 }
 
-/* who holds the key; *rev: the revision seen, for the watch */
-static int look(struct etcd *e, struct look *l, int64_t *rev)
+/*
+ * The leader's record as read (val, NUL-terminated, under lease) cut down
+ * to what it vouches for, in place: with a secret, its body when its MAC
+ * binds it to the key, the lease and the secret, else "" (a leader, but
+ * none we can name: a record anyone who can write etcd could have put
+ * there, to send routers and nodes elsewhere); without one, the body
+ * whether signed or not.
+ */
+static void vouch(struct elect_conn *c, int64_t lease, char *val)
 {
+	size_t vlen = strlen(val), blen;
+	uint64_t now;
+	int rc;
+
+	if (!c->secret) {
+		val[kv_cluster_rec_body(val, vlen)] = '\0';
+		return;
+	}
+	rc = kv_cluster_rec_open(c->secret, c->secret_len, c->key, lease, val,
+				 vlen, &blen);
+	if (rc == 0) {
+		val[blen] = '\0';
+		return;
+	}
+	val[0] = '\0';
+	now = mono_ms();
+	if (now >= c->warned_ms) {
+		kvfs_warn("election %s: the leader's record %s; its address "
+			  "is not used",
+			  c->name,
+			  rc == -ENOMSG ? "is not signed"
+					: "fails its MAC (another secret?)");
+		c->warned_ms = now + 10000;
+	}
+}
+
+/* who holds the key, and what it vouches for; *rev: the revision seen,
+ * for the watch */
+static int look(struct etcd *e, struct elect_conn *c, struct look *l,
+		int64_t *rev)
+{
+	int rc;
+
 	l->found = false;
 	l->lease = 0;
 	l->val[0] = '\0';
-	return etcd_range_prefix(e, l->key, look_fn, l, rev);
+	rc = etcd_range_prefix(e, l->key, look_fn, l, rev);
+	if (rc == 0 && l->found)
+		vouch(c, l->lease, l->val);
+	return rc;
 }
 
 /* ---- the candidate ---------------------------------------------------- */
@@ -249,8 +314,10 @@ static int renew(struct kv_elect *el, int64_t *lease, uint64_t *next_ka)
 static int claim(struct kv_elect *el, int64_t *lease, int64_t *rev)
 {
 	struct look l = { .key = el->c.key };
-	struct etcd_val old;
-	int rc = look(&el->api, &l, rev);
+	struct etcd_val old = { 0 };
+	char *sealed = NULL;
+	size_t slen = el->vlen;
+	int rc = look(&el->api, &el->c, &l, rev);
 
 	if (rc < 0)
 		return rc;
@@ -258,13 +325,23 @@ static int claim(struct kv_elect *el, int64_t *lease, int64_t *rev)
 		set_role(el, l.lease == *lease, l.val);
 		return 0;
 	}
-	rc = etcd_put_if(&el->api, el->c.key, el->value, el->vlen, *lease, 0,
-			 &old);
+	/* signed for this lease: a record copied under another is refused */
+	if (el->c.secret)
+		rc = kv_cluster_rec_seal(el->c.secret, el->c.secret_len,
+					 el->c.key, *lease, el->value, el->vlen,
+					 &sealed, &slen);
+	if (rc == 0)
+		rc = etcd_put_if(&el->api, el->c.key,
+				 sealed ? sealed : el->value, slen, *lease, 0,
+				 &old);
+	free(sealed);
 	if (rc == 0) {
 		set_role(el, true, el->value);
 	} else if (rc == -EEXIST) {
 		/* another candidate came first (or ours went through and
 		 * its reply was lost: then it holds our lease) */
+		if (old.val)
+			vouch(&el->c, old.lease, old.val);
 		set_role(el, old.lease == *lease, old.val ? old.val : "");
 		rc = 0;
 	} else if (rc == -ENOENT) {
@@ -342,7 +419,9 @@ int kv_elect_start(const struct kv_elect_config *cfg, struct kv_elect **out)
 	int rc;
 
 	*out = NULL;
-	if (!cfg->value || strlen(cfg->value) >= KV_ELECT_VALUE_MAX ||
+	/* room for the MAC in a reader's buffer of KV_ELECT_VALUE_MAX */
+	if (!cfg->value ||
+	    strlen(cfg->value) >= KV_ELECT_VALUE_MAX - REC_MAC_EXTRA ||
 	    ttl > KV_ELECT_TTL_MAX)
 		return -EINVAL;
 	el = calloc(1, sizeof(*el));
@@ -354,6 +433,11 @@ int kv_elect_start(const struct kv_elect_config *cfg, struct kv_elect **out)
 	rc = conn_setup(&el->c, cfg->url, &cfg->etcd);
 	if (rc < 0)
 		goto out_free;
+	rc = conn_secret(&el->c, cfg->secret, cfg->secret_len);
+	if (rc < 0) {
+		conn_release(&el->c);
+		goto out_free;
+	}
 	el->value = strdup(cfg->value);
 	el->vlen = strlen(cfg->value);
 	rc = el->value ? 0 : -ENOMEM;
@@ -463,10 +547,11 @@ static void *follow_main(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&w->lock);
-		rc = look(&w->api, &l, &rev);
+		rc = look(&w->api, &w->c, &l, &rev);
 		if (rc == 0 &&
 		    (!known || strcmp(last, l.val) || (!l.found && last[0]))) {
-			w->fn(w->arg, l.found ? l.val : NULL);
+			/* a record we cannot vouch for names nobody */
+			w->fn(w->arg, l.found && l.val[0] ? l.val : NULL);
 			snprintf(last, sizeof(last), "%s",
 				 l.found ? l.val : "");
 			known = true;
@@ -487,6 +572,7 @@ static void *follow_main(void *arg)
 }
 
 int kv_elect_follow(const char *url, const struct kv_etcd_auth *a,
+		    const uint8_t *secret, size_t secret_len,
 		    void (*fn)(void *arg, const char *value), void *arg,
 		    struct kv_elect_watch **out)
 {
@@ -502,7 +588,10 @@ int kv_elect_follow(const char *url, const struct kv_etcd_auth *a,
 	rc = conn_setup(&w->c, url, a);
 	if (rc < 0)
 		goto out_free;
-	rc = etcd_init(&w->api, w->c.endpoint, ETCD_TIMEOUT_MS, &w->c.conf);
+	rc = conn_secret(&w->c, secret, secret_len);
+	if (rc == 0)
+		rc = etcd_init(&w->api, w->c.endpoint, ETCD_TIMEOUT_MS,
+			       &w->c.conf);
 	if (rc == 0)
 		rc = etcd_watch_init(&w->watch);
 	if (rc == 0)
@@ -556,6 +645,8 @@ int kv_elect_get(const char *url, const struct kv_etcd_auth *a, char *value,
 	if (rc == 0) {
 		rc = etcd_get(&e, c.key, &v);
 		if (rc == 0) {
+			/* shown, not trusted: the MAC is not checked */
+			v.val[kv_cluster_rec_body(v.val, v.len)] = '\0';
 			snprintf(value, len, "%s", v.val);
 			etcd_val_release(&v);
 		} else if (rc == -ENOENT) {

@@ -61,6 +61,11 @@ struct kv_elect_config {
 	const char *url; /* etcd[s]://HOST:PORT[,HOST:PORT...]/NAME */
 	struct kv_etcd_auth etcd;
 	const char *value; /* what the key holds while we lead */
+	/* the cluster secret (copied): the record is signed with it, for
+	 * this lease, and others' are read only when their MAC checks;
+	 * NULL: unsigned, and read as they are */
+	const uint8_t *secret;
+	size_t secret_len;
 	uint32_t ttl_s;	   /* 0: KV_ELECT_TTL_S */
 };
 
@@ -90,11 +95,13 @@ void kv_elect_state(struct kv_elect *el, struct kv_elect_state *st);
 
 /*
  * Follow an election: fn(arg, value) on a thread, first with what the
- * key holds (NULL: no leader) and then at every change; fn must return
- * soon.  -EINVAL (bad url or options, logged), -ENOMEM.
+ * key holds (NULL: no leader, or one whose record fails its MAC under
+ * secret, when there is one: kv_elect_config) and then at every change;
+ * fn must return soon.  -EINVAL (bad url or options, logged), -ENOMEM.
  */
 struct kv_elect_watch;
 int kv_elect_follow(const char *url, const struct kv_etcd_auth *a,
+		    const uint8_t *secret, size_t secret_len,
 		    void (*fn)(void *arg, const char *value), void *arg,
 		    struct kv_elect_watch **out);
 void kv_elect_unfollow(struct kv_elect_watch *w);

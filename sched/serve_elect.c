@@ -30,7 +30,11 @@ int srv_elect_start(struct srv *srv, const char *url,
 		    const struct kv_etcd_auth *a, uint32_t ttl_s,
 		    const char *http, const char *events)
 {
-	struct kv_elect_config cfg = { .url = url, .etcd = *a, .ttl_s = ttl_s };
+	struct kv_elect_config cfg = { .url = url,
+				       .etcd = *a,
+				       .ttl_s = ttl_s,
+				       .secret = srv->secret,
+				       .secret_len = srv->secret_len };
 	json_object *v = json_object_new_object();
 	int rc = -ENOMEM;
 

@@ -10,6 +10,8 @@
 # names it.  A leader stopped with SIGTERM resigns: the other takes over.
 # Instances set by POST /v1/instances pass to the next leader through a
 # record in etcd signed with the cluster secret; an unsigned one does not.
+# With the secret the leader's own record is signed, and an unsigned one
+# names no leader.
 # The conductors' lease is 6 s, not 3: a leader steps down when it cannot
 # renew for TTL - 0.5 s, and this test runs beside others on 2 cores.
 # SKIP (77) without etcd, FUSE or python3.  fuse_lib.sh's trap kills every
@@ -90,6 +92,9 @@ try:
             ok = (s["instances_set"] is True and
                   len(s["prefill"]) == int(sys.argv[3]) and
                   len(s["decode"]) == int(sys.argv[4]))
+    elif cmd == "noleader":  # a standby that names no leader
+        _, _, s = call(addr, "/v1/stats")
+        ok = s["role"] == "standby" and s["leader"] is None
     elif cmd == "scheduled":  # a schedule is answered 200
         st, _, b = sched(addr, ["%064x" % 1])
         ok = st == 200
@@ -275,6 +280,18 @@ q isset "$Z" none &&
 	bad "z adopted instances nobody with the secret wrote"
 grep -q 'instances kept in etcd .* are not signed' "$tmp/z.err" &&
 	ok "and that is logged" || bad "no log of the refused record"
+
+# ---- the leader's record is signed too ----------------------------------
+# y named x above only through x's signed record; a record put in etcd by
+# someone without the secret (here: over z's) names nobody to z
+q etcdput "$ETCD_EP" /kvfs/kvc-inst/conductor/leader \
+	'{"http":"127.0.0.1:1","events":"127.0.0.1:2"}' ||
+	die "could not write etcd"
+wait_until 300 q noleader "$Z" &&
+	ok "an unsigned leader record names no leader" ||
+	bad "z names the leader of an unsigned record"
+grep -q "the leader's record is not signed" "$tmp/z.err" &&
+	ok "and that is logged" || bad "no log of the unsigned leader record"
 kvfsd_stop && ok "kvfsd: SIGTERM, exit 0" || bad "kvfsd: exit status"
 kill -TERM "$CPID_C" 2>/dev/null || true
 exit "$fail"

@@ -66,7 +66,7 @@ struct kv_elect_config {
 	 * NULL: unsigned, and read as they are */
 	const uint8_t *secret;
 	size_t secret_len;
-	uint32_t ttl_s;	   /* 0: KV_ELECT_TTL_S */
+	uint32_t ttl_s; /* 0: KV_ELECT_TTL_S */
 };
 
 struct kv_elect;

@@ -41,6 +41,7 @@ struct serve_args {
 	uint64_t election_ttl;
 	struct kv_etcd_auth etcd;
 	const char *kv_events[KV_EVENTS_MAX]; /* --kv-events SPECs */
+	const char *kv_allow;		      /* --kv-events-allow */
 	unsigned nkv_events;
 };
 
@@ -53,7 +54,7 @@ static const char serve_usage[] =
 	"         [--events-hello-timeout S] [--events-idle-timeout S]\n"
 	"         [--request-ttl S] [--secret-file PATH] [--handoff on|off]\n"
 	"         [--election URL [--election-ttl S] [ETCD OPTIONS]]\n"
-	"         [--kv-events SPEC]...\n"
+	"         [--kv-events SPEC]... [--kv-events-allow NETS]\n"
 	"\n"
 	"The conductor daemon: schedules requests over HTTP (POST "
 	"/v1/schedule,\n"
@@ -114,7 +115,11 @@ static const char serve_usage[] =
 	"      --kv-events SPEC    subscribe to a vLLM engine's KV events,\n"
 	"                          SPEC: ENDPOINT,node=N[,replay=ENDPOINT]\n"
 	"                          [,model=M][,block-size=B][,instance=ID]\n"
-	"                          [,topic=T]; repeatable\n";
+	"                          [,topic=T]; repeatable\n"
+	"      --kv-events-allow NETS\n"
+	"                          the networks POST /v1/kv-events may\n"
+	"                          subscribe to: A.B.C.D[/BITS],... or none\n"
+	"                          (default 127.0.0.0/8)\n";
 
 void kvc_serve_usage(FILE *f)
 {
@@ -138,6 +143,7 @@ enum {
 	OPT_SECRET_FILE,
 	OPT_HANDOFF,
 	OPT_KV_EVENTS,
+	OPT_KV_ALLOW,
 };
 
 static const struct option serve_opts[] = {
@@ -164,6 +170,7 @@ static const struct option serve_opts[] = {
 	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },
 	{ "handoff", required_argument, NULL, OPT_HANDOFF },
 	{ "kv-events", required_argument, NULL, OPT_KV_EVENTS },
+	{ "kv-events-allow", required_argument, NULL, OPT_KV_ALLOW },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -193,6 +200,9 @@ static int parse_limit(struct serve_args *a, int c, char **argv)
 			return -EINVAL;
 		}
 		a->kv_events[a->nkv_events++] = optarg;
+		return 0;
+	case OPT_KV_ALLOW:
+		a->kv_allow = optarg;
 		return 0;
 	case OPT_HTTP_TIMEOUT:
 		return cli_parse_double(CMD, "--http-timeout", optarg, 0, false,
@@ -458,6 +468,14 @@ static int srv_init(struct srv *srv, const struct serve_args *a)
 	}
 	if (build_config(a, &srv->cfg) < 0)
 		return -EINVAL;
+	if (srv_parse_nets(a->kv_allow ? a->kv_allow : "127.0.0.0/8",
+			   srv->kv_allow, &srv->nkv_allow) < 0) {
+		cli_usage_error(CMD,
+				"--kv-events-allow: '%s' is not none or up to "
+				"%d of A.B.C.D[/BITS], comma-separated",
+				a->kv_allow, SRV_NETS_MAX);
+		return -EINVAL;
+	}
 	if (srv->handoff &&
 	    srv_ho_create(SRV_HO_MAX_REQS, SRV_HO_MAX_KEYS, &srv->ho) < 0) {
 		cli_fail(CMD, -ENOMEM, "handoff");

@@ -116,6 +116,75 @@ static int parse_addr(const char *spec, struct sockaddr_in *sa)
 	return 0;
 }
 
+static int parse_net(const char *s, size_t len, struct srv_net *net)
+{
+	char buf[INET_ADDRSTRLEN + 3], *slash, *end;
+	struct in_addr in;
+	unsigned long bits = 32;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	slash = strchr(buf, '/');
+	if (slash) {
+		*slash = '\0';
+		errno = 0;
+		bits = strtoul(slash + 1, &end, 10);
+		if (!slash[1] || *end || errno || bits > 32)
+			return -EINVAL;
+	}
+	if (inet_pton(AF_INET, buf, &in) != 1)
+		return -EINVAL;
+	net->mask = bits ? ~0u << (32 - bits) : 0;
+	net->addr = ntohl(in.s_addr) & net->mask;
+	return 0;
+}
+
+int srv_parse_nets(const char *s, struct srv_net *out, unsigned *n)
+{
+	*n = 0;
+	if (!strcmp(s, "none"))
+		return 0;
+	for (;;) {
+		const char *comma = strchr(s, ',');
+		size_t len = comma ? (size_t)(comma - s) : strlen(s);
+
+		if (*n == SRV_NETS_MAX || parse_net(s, len, &out[*n]) < 0)
+			return -EINVAL;
+		(*n)++;
+		if (!comma)
+			return 0;
+		s = comma + 1;
+	}
+}
+
+bool srv_endpoint_in(const char *ep, size_t len, const struct srv_net *nets,
+		     unsigned n)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *colon;
+	struct in_addr in;
+	uint32_t a;
+
+	if (len <= 6 || strncmp(ep, "tcp://", 6))
+		return false;
+	ep += 6;
+	len -= 6;
+	colon = memchr(ep, ':', len);
+	if (!colon || (size_t)(colon - ep) >= sizeof(host))
+		return false;
+	memcpy(host, ep, (size_t)(colon - ep));
+	host[colon - ep] = '\0';
+	if (inet_pton(AF_INET, host, &in) != 1)
+		return false;
+	a = ntohl(in.s_addr);
+	for (unsigned i = 0; i < n; i++)
+		if ((a & nets[i].mask) == nets[i].addr)
+			return true;
+	return false;
+}
+
 int srv_listen(const char *spec, int *out)
 {
 	struct sockaddr_in sa;

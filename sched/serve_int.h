@@ -93,6 +93,18 @@ struct srv_counters {
 
 struct kv_elect;
 
+/* an IPv4 network, host order */
+#define SRV_NETS_MAX 16
+struct srv_net {
+	uint32_t addr, mask;
+};
+/* "none", or NET[,NET...] with NET A.B.C.D[/BITS]: 0 or -EINVAL */
+int srv_parse_nets(const char *s, struct srv_net *out, unsigned *n);
+/* an endpoint "tcp://A.B.C.D:PORT" whose address lies in one of nets
+ * (ipc://, a host name or another form: no) */
+bool srv_endpoint_in(const char *ep, size_t len, const struct srv_net *nets,
+		     unsigned n);
+
 struct srv {
 	pthread_mutex_t lock;
 	struct sched *s;		    /* [lock] NULL: no instances */
@@ -104,6 +116,9 @@ struct srv {
 	struct srv_counters c;	     /* [lock] */
 	uint64_t start_ns;	     /* CLOCK_MONOTONIC at start */
 	size_t max_body;
+	/* --kv-events-allow: the networks POST /v1/kv-events may name */
+	struct srv_net kv_allow[SRV_NETS_MAX];
+	unsigned nkv_allow;  /* 0: none */
 	struct kv_elect *el; /* --election; NULL: none, always the leader */
 	uint64_t adopt_won;  /* run()'s thread: srv_instances_adopt's */
 	uint64_t adopt_next_ns;

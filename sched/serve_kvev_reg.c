@@ -344,6 +344,12 @@ static int json_str(struct json_object *o, const char *k, const char **s,
 	return 0;
 }
 
+static bool outside(const struct srv *srv, const char *ep, size_t len)
+{
+	return ep && endpoint_ok(ep, len) &&
+	       !srv_endpoint_in(ep, len, srv->kv_allow, srv->nkv_allow);
+}
+
 void srv_kvev_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 {
 	struct kvev_spec sp = { 0 };
@@ -366,6 +372,18 @@ void srv_kvev_post(struct srv *srv, struct json_object *o, struct srv_answer *a)
 	sp.has_block_size = rc != -ENOENT;
 	if (rc == -EINVAL)
 		sp.block_size = 0;
+	/* whoever holds the API token must not make the conductor connect
+	 * anywhere: only to the networks --kv-events-allow names (an
+	 * endpoint of another form is kvev_add's 400) */
+	if (outside(srv, sp.ep, sp.ep_len) ||
+	    outside(srv, sp.replay, sp.replay_len)) {
+		srv_answer_error(a, 403,
+				 "endpoint not allowed: tcp://A.B.C.D:PORT "
+				 "in the networks of --kv-events-allow "
+				 "(default 127.0.0.0/8) only",
+				 NULL);
+		return;
+	}
 	rc = kvev_add(srv, &sp, &msg);
 	if (rc < 0) {
 		unsigned st = rc == -EEXIST ? 409 : rc == -ENOMEM ? 500 : 400;

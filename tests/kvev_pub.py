@@ -292,6 +292,16 @@ def run(ctx, a, b, port):
                  "instance": "a,b"}):
         st, d = js(port, "POST", "/v1/kv-events", bad)
         check(st == 400 and "error" in d, "refused: %s -> %s" % (bad, st))
+    # the token's holder cannot make the conductor connect anywhere: only
+    # to tcp:// addresses of --kv-events-allow (default loopback)
+    for far in ({"endpoint": "tcp://10.1.2.3:5557", "node": 2},
+                {"endpoint": "ipc:///tmp/kvfs-not-an-engine", "node": 2},
+                {"endpoint": "tcp://localhost:5557", "node": 2},
+                {"endpoint": "tcp://127.0.0.1:5557", "node": 2,
+                 "replay": "tcp://192.0.2.1:5558"}):
+        st, d = js(port, "POST", "/v1/kv-events", far)
+        check(st == 403 and "not allowed" in d.get("error", ""),
+              "outside --kv-events-allow: %s -> %s" % (far, st))
 
     check(a.wait_subscribed() and b.wait_subscribed(),
           "both publishers see the conductor subscribe")

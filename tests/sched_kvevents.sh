@@ -61,6 +61,17 @@ for spec in 'tcp://127.0.0.1:1' 'http://x,node=0' \
 	fi
 done
 
+for nets in '' '10.0.0.0/33' '10.0.0.0/8,' 'localhost' '1.2.3'; do
+	rc=0
+	timeout 20 "$KVC" serve --listen 127.0.0.1:0 --kv-events-allow \
+		"$nets" >"$tmp/u.out" 2>"$tmp/u.err" || rc=$?
+	if [ $rc = 2 ] && grep -q -- '--kv-events-allow' "$tmp/u.err"; then
+		ok "--kv-events-allow '$nets': usage error"
+	else
+		bad "--kv-events-allow '$nets': exit $rc: $(cat "$tmp/u.err")"
+	fi
+done
+
 timeout 120 "$PY" "${top_srcdir:-.}/tests/kvev_pub.py" "$KVC" "$tmp" &
 pypid=$!
 rc=0

@@ -193,6 +193,26 @@ static int arg_ns(struct req *r, struct ns_arg *ns)
 	return 0;
 }
 
+/*
+ * A namespace for the calls that name blocks by the hash chain (lookup,
+ * match, pin, map, mapv, alloc): an open namespace keys its files by
+ * their paths, so a chain hash there names nothing, and a block made by
+ * hash would have no path (no name in the mount).  stat, evict, ls and
+ * prefetch take any key, a path's included (kvctl -p).
+ */
+static int arg_chain_ns(struct req *r, struct ns_arg *ns)
+{
+	int rc = arg_ns(r, ns);
+
+	if (rc == 0 && kv_store_ns_layout(r->srv->st, ns->id) == KV_LAYOUT_OPEN)
+		return fail(r, -EOPNOTSUPP,
+			    "namespace \"%.255s\" has the open layout: its "
+			    "files are named by path, not by the hash chain "
+			    "this call takes (kvfs(7), Layouts)",
+			    ns->name);
+	return rc;
+}
+
 /* every remaining word as a hash; *h is malloc'd (NULL for none) */
 static int arg_hashes(struct req *r, uint8_t (**h)[KVFS_HASH_LEN], size_t *n)
 {
@@ -489,7 +509,7 @@ static int cmd_lookup(struct req *r)
 	long k;
 	int rc;
 
-	rc = arg_ns(r, &ns);
+	rc = arg_chain_ns(r, &ns);
 	if (!rc)
 		rc = arg_hashes(r, &h, &n);
 	if (rc)
@@ -548,7 +568,7 @@ static int match_or_pin(struct req *r, bool scoped)
 	long k;
 	int rc;
 
-	rc = arg_ns(r, &ns);
+	rc = arg_chain_ns(r, &ns);
 	if (!rc)
 		rc = arg_lease_ms(r, &ms);
 	if (!rc && scoped)
@@ -811,7 +831,7 @@ static int cmd_map(struct req *r)
 	struct ns_arg ns;
 	int rc;
 
-	rc = arg_ns(r, &ns);
+	rc = arg_chain_ns(r, &ns);
 	if (!rc)
 		rc = arg_hash(r, h);
 	if (!rc)
@@ -842,7 +862,7 @@ static int cmd_mapv(struct req *r)
 	size_t n, k;
 	int rc;
 
-	rc = arg_ns(r, &ns);
+	rc = arg_chain_ns(r, &ns);
 	if (!rc)
 		rc = arg_hashes(r, &h, &n);
 	if (rc)
@@ -908,7 +928,7 @@ static int cmd_unmap(struct req *r)
 static int alloc_args(struct req *r, struct ns_arg *ns, uint8_t *h,
 		      uint8_t *parent, bool *has_parent)
 {
-	int rc = arg_ns(r, ns);
+	int rc = arg_chain_ns(r, ns);
 
 	if (!rc)
 		rc = arg_hash(r, h);

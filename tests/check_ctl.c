@@ -1619,6 +1619,27 @@ START_TEST(test_prefetch_job)
 }
 END_TEST
 
+/* an open namespace keys files by path: the calls that name blocks by
+ * the hash chain are refused there, the ones that take any key are not */
+START_TEST(test_open_ns_chain_calls)
+{
+	char req[200], h0[65];
+
+	hex(H[0], h0);
+	kvfs_json_free(call_ok(C, "ns create o 16 open"));
+	static const char *const refused[] = { "lookup", "match", "pin",
+					       "map",	 "mapv",  "alloc" };
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(req, sizeof(req), "%s o %s", refused[i], h0);
+		call_err(C, req, EOPNOTSUPP);
+	}
+	snprintf(req, sizeof(req), "stat o %s", h0);
+	call_err(C, req, ENOENT); /* a key, looked up: not there */
+	snprintf(req, sizeof(req), "lookup m %s", h0);
+	kvfs_json_free(call_ok(C, req)); /* a chain namespace still works */
+}
+END_TEST
+
 /* "ns create" tells the cluster at once (it publishes the namespace),
  * and a refused one does not */
 START_TEST(test_ns_made_told)
@@ -1668,6 +1689,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_json_codec);
 	tcase_add_test(tc, test_prefetch_job);
 	tcase_add_test(tc, test_ns_made_told);
+	tcase_add_test(tc, test_open_ns_chain_calls);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -161,6 +161,26 @@ static int look_fn(const char *key, size_t klen, const char *val, size_t vlen,
 	return 0;
 }
 
+/* val (vlen bytes, writable) checked against c's secret for key and
+ * lease, and cut to its body in place (*blen): 0, -ENOMSG (not signed),
+ * -EBADMSG (the MAC fails) */
+static int rec_check(const struct elect_conn *c, const char *key, int64_t lease,
+		     char *val, size_t vlen, size_t *blen)
+{
+	int rc = kv_cluster_rec_open(c->secret, c->secret_len, key, lease, val,
+				     vlen, blen);
+
+	if (rc == 0)
+		val[*blen] = '\0';
+	return rc;
+}
+
+static const char *rec_why(int rc)
+{
+	return rc == -ENOMSG ? "is not signed"
+			     : "fails its MAC (another secret?)";
+}
+
 /*
  * The leader's record as read (val, NUL-terminated, under lease) cut down
  * to what it vouches for, in place: with a secret, its body when its MAC
@@ -179,20 +199,15 @@ static void vouch(struct elect_conn *c, int64_t lease, char *val)
 		val[kv_cluster_rec_body(val, vlen)] = '\0';
 		return;
 	}
-	rc = kv_cluster_rec_open(c->secret, c->secret_len, c->key, lease, val,
-				 vlen, &blen);
-	if (rc == 0) {
-		val[blen] = '\0';
+	rc = rec_check(c, c->key, lease, val, vlen, &blen);
+	if (rc == 0)
 		return;
-	}
 	val[0] = '\0';
 	now = mono_ms();
 	if (now >= c->warned_ms) {
 		kvfs_warn("election %s: the leader's record %s; its address "
 			  "is not used",
-			  c->name,
-			  rc == -ENOMSG ? "is not signed"
-					: "fails its MAC (another secret?)");
+			  c->name, rec_why(rc));
 		c->warned_ms = now + 10000;
 	}
 }
@@ -664,17 +679,11 @@ int kv_elect_get(const char *url, const struct kv_etcd_auth *a, char *value,
 
 /* ---- the leader's records --------------------------------------------- */
 
-void kv_elect_rec_key(const struct kv_elect *el, const char *what, char *key,
-		      size_t len)
-{
-	snprintf(key, len, "/kvfs/%s/conductor/%s", el->c.name, what);
-}
-
 /* a connection of its own for one record's call, and the record's key */
 static int rec_conn(struct kv_elect *el, const char *what, struct etcd *e,
 		    char key[KEY_MAX])
 {
-	kv_elect_rec_key(el, what, key, KEY_MAX);
+	snprintf(key, KEY_MAX, "/kvfs/%s/conductor/%s", el->c.name, what);
 	return etcd_init(e, el->c.endpoint, ETCD_TIMEOUT_MS, &el->c.conf);
 }
 
@@ -688,13 +697,23 @@ static void rec_warn(struct kv_elect *el, const char *doing, const char *what,
 int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
 		     size_t vlen)
 {
-	char key[KEY_MAX];
+	char key[KEY_MAX], *sealed = NULL;
 	struct etcd e;
 	struct etcd_val v;
 	int rc = rec_conn(el, what, &e, key);
 
 	if (rc < 0)
 		return rc;
+	/* signed without a lease: it outlives ours */
+	if (el->c.secret) {
+		rc = kv_cluster_rec_seal(el->c.secret, el->c.secret_len, key, 0,
+					 val, vlen, &sealed, &vlen);
+		if (rc < 0) {
+			etcd_release(&e);
+			return rc;
+		}
+		val = sealed;
+	}
 	/* a put over whatever the key holds: read its revision, then put
 	 * if it did not move meanwhile (a few tries) */
 	for (int tries = 0; tries < 3; tries++) {
@@ -713,6 +732,7 @@ int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
 	}
 	if (rc < 0)
 		rec_warn(el, "keeping", what, &e, rc);
+	free(sealed);
 	etcd_release(&e);
 	return rc;
 }
@@ -722,7 +742,7 @@ int kv_elect_get_rec(struct kv_elect *el, const char *what, char **val,
 {
 	char key[KEY_MAX];
 	struct etcd e;
-	struct etcd_val v;
+	struct etcd_val v = { 0 };
 	int rc = rec_conn(el, what, &e, key);
 
 	*val = NULL;
@@ -730,15 +750,25 @@ int kv_elect_get_rec(struct kv_elect *el, const char *what, char **val,
 	if (rc < 0)
 		return rc;
 	rc = etcd_get(&e, key, &v);
+	if (rc == 0 && el->c.secret) {
+		rc = rec_check(&el->c, key, 0, v.val, v.len, &v.len);
+		if (rc < 0)
+			kvfs_warn("election %s: the %s kept in etcd (%s) "
+				  "%s; not used",
+				  el->c.name, what, key,
+				  rc == -ENOMSG
+					  ? "are not signed"
+					  : "fail their MAC (another secret?)");
+	}
 	if (rc == 0) {
 		/* malloc'd and NUL-terminated: now the caller's */
 		*val = v.val;
 		*vlen = v.len;
 		v.val = NULL;
-		etcd_val_release(&v);
-	} else if (rc != -ENOENT) {
+	} else if (rc != -ENOENT && rc != -ENOMSG && rc != -EBADMSG) {
 		rec_warn(el, "reading", what, &e, rc);
 	}
+	etcd_val_release(&v);
 	etcd_release(&e);
 	return rc;
 }

@@ -113,14 +113,15 @@ int kv_elect_get(const char *url, const struct kv_etcd_auth *a, char *value,
 
 /*
  * Records of the leader's that outlive its lease, for whoever leads next:
- * /kvfs/NAME/conductor/WHAT (what: [a-z]+), written without a lease.
- * kv_elect_rec_key gives the key (for a MAC that binds it).
+ * /kvfs/NAME/conductor/WHAT (what: [a-z]+, a plural noun as the log
+ * names it), written without a lease.  With the config's secret a record
+ * is written signed for its key, and read only when its MAC checks.
  * kv_elect_put_rec: 0, or etcd's error (logged).  kv_elect_get_rec: 0
- * with *val malloc'd and NUL-terminated, -ENOENT, or etcd's error.  Each
- * call makes its own connection: any thread may call them.
+ * with *val malloc'd and NUL-terminated (the body, without its MAC),
+ * -ENOENT, -ENOMSG (not signed) or -EBADMSG (a wrong MAC), logged, or
+ * etcd's error.  Each call makes its own connection: any thread may call
+ * them.
  */
-void kv_elect_rec_key(const struct kv_elect *el, const char *what, char *key,
-		      size_t len);
 int kv_elect_put_rec(struct kv_elect *el, const char *what, const char *val,
 		     size_t vlen);
 int kv_elect_get_rec(struct kv_elect *el, const char *what, char **val,

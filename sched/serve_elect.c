@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvstore/cluster.h"
 #include "kvstore/elect.h"
 #include "src/common/clock.h"
 #include "src/common/log.h"
@@ -74,9 +73,7 @@ int srv_instances_keep(struct srv *srv, uint32_t np, const uint32_t *pnode,
 		       uint32_t nd, const uint32_t *dnode)
 {
 	json_object *o, *p, *d;
-	char key[256], *sealed = NULL;
 	const char *body;
-	size_t len;
 	int rc = -ENOMEM;
 
 	if (!srv->el)
@@ -90,50 +87,16 @@ int srv_instances_keep(struct srv *srv, uint32_t np, const uint32_t *pnode,
 		json_object_put(d);
 		return rc;
 	}
-	/* the same body POST /v1/instances takes */
+	/* the same body POST /v1/instances takes; signed by kv_elect when
+	 * there is a secret */
 	json_object_object_add(o, "prefill", p);
 	json_object_object_add(o, "decode", d);
 	body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-	if (body) {
-		len = strlen(body);
-		rc = 0;
-		if (srv->secret) {
-			kv_elect_rec_key(srv->el, INSTANCES_REC, key,
-					 sizeof(key));
-			rc = kv_cluster_rec_seal(srv->secret, srv->secret_len,
-						 key, 0, body, len, &sealed,
-						 &len);
-			body = sealed;
-		}
-		if (rc == 0)
-			rc = kv_elect_put_rec(srv->el, INSTANCES_REC, body,
-					      len);
-	}
-	free(sealed);
+	if (body)
+		rc = kv_elect_put_rec(srv->el, INSTANCES_REC, body,
+				      strlen(body));
 	json_object_put(o);
 	return rc;
-}
-
-/* the kept record's body, checked against the secret: 0, or <0 (logged) */
-static int instances_open(struct srv *srv, char *val, size_t *len)
-{
-	char key[256];
-	int rc;
-
-	if (!srv->secret)
-		return 0;
-	kv_elect_rec_key(srv->el, INSTANCES_REC, key, sizeof(key));
-	rc = kv_cluster_rec_open(srv->secret, srv->secret_len, key, 0, val,
-				 *len, len);
-	if (rc < 0) {
-		kvfs_warn("the instances kept in etcd (%s) %s; not adopted",
-			  key,
-			  rc == -ENOMSG ? "are not signed"
-					: "fail their MAC (another secret?)");
-		return rc;
-	}
-	val[*len] = '\0';
-	return 0;
 }
 
 void srv_instances_adopt(struct srv *srv)
@@ -161,24 +124,20 @@ void srv_instances_adopt(struct srv *srv)
 		return;
 	srv->adopt_won = st.won;
 	srv->adopt_next_ns = now + ADOPT_EVERY_NS;
+	/* a refused or unsigned record is logged there */
 	if (kv_elect_get_rec(srv->el, INSTANCES_REC, &val, &len) < 0)
 		return;
-	rc = instances_open(srv, val, &len); /* logs a refusal */
-	if (rc == 0) {
-		o = json_tokener_parse(val);
-		if (!o || !json_object_is_type(o, json_type_object))
-			rc = -EINVAL;
-		if (rc == 0)
-			rc = srv_body_nodes(srv_body_array(o, "prefill"), pf,
-					    &np, &msg);
-		if (rc == 0)
-			rc = srv_body_nodes(srv_body_array(o, "decode"), dc,
-					    &nd, &msg);
-		if (rc < 0)
-			kvfs_warn("the instances kept in etcd are unreadable "
-				  "(%s); not adopted",
-				  msg);
-	}
+	o = json_tokener_parse(val);
+	rc = o && json_object_is_type(o, json_type_object) ? 0 : -EINVAL;
+	if (rc == 0)
+		rc = srv_body_nodes(srv_body_array(o, "prefill"), pf, &np,
+				    &msg);
+	if (rc == 0)
+		rc = srv_body_nodes(srv_body_array(o, "decode"), dc, &nd, &msg);
+	if (rc < 0)
+		kvfs_warn("the instances kept in etcd are unreadable (%s); not "
+			  "adopted",
+			  msg);
 	if (rc == 0 && srv_set_instances(srv, np, pf, nd, dc) == 0)
 		kvfs_info("instances from the last leader: %u prefill, %u "
 			  "decode",

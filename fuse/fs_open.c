@@ -522,9 +522,8 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		struct fs_redirect *r = redirect_find(fs, in->ns, o.key, tid);
 
 		retried = r != NULL;
-		if (r)
-			redirect_drop(
-				fs, r); /* the retry came without its lookup */
+		if (r) /* the retry came without its lookup */
+			redirect_drop(fs, r);
 		pthread_mutex_unlock(&fs->stage_lock);
 		if (!retried && redirect_add(fs, in->ns, o.key, tid, false))
 			return -ESTALE;

@@ -541,16 +541,7 @@ static void repair(struct kvfsd_cluster *c)
 		  (double)(kvfs_mono_ns() - start) / 1e9);
 }
 
-void kvfsd_cluster_ns_made(struct kvfsd_cluster *c)
-{
-	if (!c)
-		return;
-	atomic_store(&c->ns_made, true);
-	pthread_mutex_lock(&c->lock);
-	pthread_cond_broadcast(&c->hk_wake);
-	pthread_mutex_unlock(&c->lock);
-}
-
+/* wake the housekeeping thread (a membership change, or ns_made) */
 static void on_change(void *arg)
 {
 	struct kvfsd_cluster *c = arg;
@@ -558,6 +549,14 @@ static void on_change(void *arg)
 	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->hk_wake);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void kvfsd_cluster_ns_made(struct kvfsd_cluster *c)
+{
+	if (!c)
+		return;
+	atomic_store(&c->ns_made, true);
+	on_change(c);
 }
 
 static void *housekeeping_main(void *arg)

@@ -152,6 +152,11 @@ int fs_ns_info(struct kvfs_fs *fs, uint32_t ns, char *name,
 
 /* ---- connection ---------------------------------------------------- */
 
+void kvfs_fs_set_writeback(struct kvfs_fs *fs, bool on)
+{
+	fs->writeback = on;
+}
+
 static void want(struct fuse_conn_info *conn, unsigned cap, bool on)
 {
 	if (on && (conn->capable & cap))
@@ -162,6 +167,8 @@ static void want(struct fuse_conn_info *conn, unsigned cap, bool on)
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct kvfs_fs *fs = userdata;
+
 	/*
 	 * 1020 KiB per request (FS_MAX_WRITE: what lets libfuse splice),
 	 * so a 2 MiB block is three writes and three reads.  libfuse 3.14
@@ -198,12 +205,23 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	 * block listed; ls needs names only */
 	want(conn, FUSE_CAP_READDIRPLUS, false);
 	want(conn, FUSE_CAP_READDIRPLUS_AUTO, false);
-	/* a write must be in the slot when close returns, and write-back
-	 * caching would read pages back for partial writes */
-	want(conn, FUSE_CAP_WRITEBACK_CACHE, false);
-	kvfs_debug("fuse: proto %u.%u, max_write %u, max_readahead %u",
+	/* writes gather in the page cache and reach the slot in requests
+	 * of up to max_write, at the latest when close(2) flushes them
+	 * (fs_block.c, "Publication"): one request for 128 of llama.cpp's
+	 * 8 KiB stdio flushes.  The kernel then keeps a regular file's
+	 * size and times itself, which kvfs allows because an inode stands
+	 * for one version's bytes for life (fs_open.c) */
+	want(conn, FUSE_CAP_WRITEBACK_CACHE, fs->writeback);
+	fs->writeback = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+	/* no GETXATTR before every write: there is never a set-user-ID
+	 * bit or a capability to drop (fs_io.c) */
+	want(conn, FUSE_CAP_HANDLE_KILLPRIV_V2, true);
+#endif
+	kvfs_debug("fuse: proto %u.%u, max_write %u, max_readahead %u, "
+		   "write-back cache %s",
 		   conn->proto_major, conn->proto_minor, conn->max_write,
-		   conn->max_readahead);
+		   conn->max_readahead, fs->writeback ? "on" : "off");
 }
 
 /* ---- lookup and forget --------------------------------------------- */
@@ -420,13 +438,11 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fs_read_text(req, f, size, off);
 		break;
 	case FILE_WRITE:
-		if (f->open) { /* O_RDWR in an open namespace */
-			fs_open_read_staging(req, fs_of(req), f, size, off);
-			break;
-		}
-		/* fall through */
+		/* O_RDWR in an open namespace, or the kernel filling a
+		 * cached page that a write covers in part */
+		fs_open_read_staging(req, fs_of(req), f, size, off);
+		break;
 	default:
-		/* a block being written is write-only */
 		fuse_reply_err(req, EBADF);
 		break;
 	}
@@ -531,6 +547,7 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
 	fs->uid = cfg->uid;
 	fs->gid = cfg->gid;
 	fs->layout = cfg->layout;
+	fs->writeback = cfg->writeback;
 	if (pthread_mutex_init(&fs->stage_lock, NULL)) {
 		free(fs);
 		return -ENOMEM;

@@ -10,14 +10,15 @@
  * caching policy (timeouts, keep_cache) is explained in fs_int.h.
  *
  * Use: kvfs_fs_new, then fuse_session_new(..., kvfs_fs_ops(), ..., fs),
- * mount, kvfs_fs_start(fs, se) (the thread that invalidates kernel
- * dentries needs the session), the session loop, kvfs_fs_stop(fs) while
- * the session still answers requests, then unmount, destroy the session
- * and kvfs_fs_free.  Calls return 0 or a negative errno.
+ * mount, kvfs_fs_attach_io(fs, se), kvfs_fs_start(fs, se) (the thread that
+ * invalidates kernel dentries needs the session), the session loop,
+ * kvfs_fs_stop(fs) while the session still answers requests, then unmount,
+ * destroy the session and kvfs_fs_free.  Calls return 0 or a negative errno.
  */
 #ifndef KVFS_FS_H
 #define KVFS_FS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -38,6 +39,7 @@ struct kvfs_fs_config {
 	uid_t uid;		/* owner shown on every inode */
 	gid_t gid;
 	struct kvfsd_cluster *cluster; /* NULL: a single node */
+	bool writeback; /* the kernel's write-back cache (kvfsd(8)) */
 };
 
 /* copies the strings in cfg */
@@ -45,6 +47,13 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out);
 void kvfs_fs_free(struct kvfs_fs *fs);
 
 const struct fuse_lowlevel_ops *kvfs_fs_ops(void);
+
+/* right after mount, before the session loop: /dev/fuse through fs_io.c,
+ * which takes over what libfuse 3.14 cannot ask the kernel for */
+int kvfs_fs_attach_io(struct kvfs_fs *fs, struct fuse_session *se);
+
+/* before the session loop: no write-back cache after all (kvfsd.c) */
+void kvfs_fs_set_writeback(struct kvfs_fs *fs, bool on);
 
 /* start / stop the invalidation thread (fs_notify.c); stop is idempotent */
 int kvfs_fs_start(struct kvfs_fs *fs, struct fuse_session *se);

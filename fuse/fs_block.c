@@ -3,7 +3,9 @@
  *
  *   create   O_CREAT, write-only: a store slot owned by this descriptor;
  *            the name stays invisible to everyone else (lookup: ENOENT)
- *   write    straight into the slot (write_buf: no bounce buffer)
+ *   write    straight into the slot (write_buf: no bounce buffer), as
+ *            the kernel writes back the pages its write-back cache
+ *            gathered (fs_init), at the latest before the flush
  *   flush    every close(2) of a descriptor: reports the first write
  *            error, and notes a writer being killed; publishes nothing
  *   release  the last descriptor is gone, in every process: the block
@@ -119,7 +121,7 @@ int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 
 	if (in->writing) {
 		fs_stat_block(fs, ino, in->size, 0, true, st);
-		*tmo = TMO_WRITING;
+		*tmo = fs_writing_attr_tmo(fs);
 		return 0;
 	}
 	rc = in->hashed ? kv_store_stat(fs->st, in->ns, in->hash, &bi)
@@ -243,7 +245,7 @@ void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		st.st_size = (off_t)f->size;
 		fs_open_mode(&st);
 	}
-	fuse_reply_attr(req, &st, TMO_WRITING);
+	fuse_reply_attr(req, &st, fs_writing_attr_tmo(fs));
 }
 
 static int new_writer(struct kvfs_fs *fs, uint32_t ns,
@@ -318,7 +320,7 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	e.ino = f->ino;
 	fs_stat_block(fs, f->ino, 0, 0, true, &e.attr);
 	e.entry_timeout = TMO_WRITING;
-	e.attr_timeout = TMO_WRITING;
+	e.attr_timeout = fs_writing_attr_tmo(fs);
 	fi->fh = (uintptr_t)f;
 	/* the kernel may still hold pages of an earlier block of this name
 	 * (evicted, not yet forgotten): drop them */
@@ -346,6 +348,14 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	/* the write-back of cached pages may come through another writer's
+	 * descriptor of the inode: they are its caching writer's bytes */
+	if (fi->writepage && f->shared)
+		f = fs_open_cache_owner(fs, ino);
+	if (!f) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	pthread_mutex_lock(&f->lock);
 	if (f->flushed && !f->done) {
 		/* a dup was closed, not the last descriptor: nobody should
@@ -370,6 +380,19 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		else if ((uint64_t)off + (uint64_t)n > f->size)
 			rc = fs_resize_locked(
 				fs, f, (uint64_t)off + (uint64_t)n, false);
+	}
+	/*
+	 * Pages the kernel cached, written back: nobody waits for this
+	 * answer but the page cache, which would turn an error into EIO at
+	 * the next close.  The file is never published either way (f->err),
+	 * and the flush of close(2), or fsync(2), reports the error itself:
+	 * EFBIG for a file longer than a slot.
+	 */
+	if (rc < 0 && fi->writepage && !f->done) {
+		if (!f->err)
+			f->err = rc;
+		rc = 0;
+		n = (ssize_t)len;
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (rc < 0)
@@ -692,10 +715,16 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	if (f->kind == FILE_WRITE) {
 		pthread_mutex_lock(&f->lock);
-		if (f->done || f->err || f->open)
+		if (f->done || f->err || f->open) {
 			rc = f->err;
-		else
+		} else {
 			rc = seal_locked(fs, f);
+			/* its descriptor still writes, into the page cache
+			 * under the write-back cache: the sealed block's
+			 * readers get an inode of their own */
+			if (rc == 0 && fs->writeback)
+				inode_unhash(fs->it, f->ino);
+		}
 		pthread_mutex_unlock(&f->lock);
 		/* an open namespace's file is published at its last close,
 		 * not before: an fsync of its writer only reports errors */

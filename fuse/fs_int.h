@@ -6,7 +6,8 @@
  * namespace directories), fs_block.c (a block's life: create, write,
  * publication, read, unlink), fs_open.c (open namespaces: paths,
  * subdirectories, staging, rename), fs_meta.c (.kvfs/), fs_xattr.c
- * (user.kvfs.*), fs_notify.c (kernel dentry invalidation).
+ * (user.kvfs.*), fs_notify.c (kernel dentry invalidation), fs_io.c
+ * (/dev/fuse through libfuse's custom io, for one INIT flag).
  *
  * Handlers return 0 or a negative errno internally; each converts once at
  * the boundary (fuse_reply_err(req, -rc)).
@@ -18,6 +19,7 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 
@@ -67,6 +69,14 @@ enum {
  */
 #define TMO_WRITING 0.0
 /*
+ * The attributes of a file being written, under the write-back cache:
+ * the kernel keeps its size and times itself, and would ask for the rest
+ * before every write(2) were they never valid.  Its entry stays at
+ * TMO_WRITING, so every path walk to the name still asks kvfsd, and after
+ * the publication gets the published file's attributes.
+ */
+#define TMO_WRITING_ATTR 1.0
+/*
  * The most one FUSE write carries (fs_init's max_write): 1 MiB less a
  * page. libfuse splices a request from /dev/fuse into a
  * pipe (and kvfsd copies a write's payload once, pipe to slot) only when
@@ -104,6 +114,15 @@ enum {
 
 struct notify;
 
+/* the INIT exchange, as fs_io.c sees it go by */
+struct fs_io {
+	uint64_t init_unique;
+	bool init_seen; /* the INIT request was read */
+	bool offered;	/* the kernel offers FUSE_HANDLE_KILLPRIV_V2 */
+	bool killpriv;	/* and kvfsd took it */
+	atomic_bool replied;
+};
+
 struct kvfs_fs {
 	struct kv_store *st;
 	struct inode_table *it;
@@ -117,6 +136,7 @@ struct kvfs_fs {
 	gid_t gid;
 	uint64_t start_ns; /* wall clock: the times of the directories */
 	unsigned layout;   /* of namespaces made by mkdir (enum kv_layout) */
+	bool writeback;	   /* the kernel caches writes (fs_init) */
 
 	/* open namespaces: files being written, by ino (fs_open.c) */
 	pthread_mutex_t stage_lock;
@@ -134,6 +154,7 @@ struct kvfs_fs {
 		bool have_ref;
 		struct kv_ref ref;
 	} redirect[16];
+	struct fs_io io; /* fs_io.c */
 };
 
 enum file_kind {
@@ -143,6 +164,11 @@ enum file_kind {
 };
 
 /* fi->fh of every open regular file */
+static inline double fs_writing_attr_tmo(const struct kvfs_fs *fs)
+{
+	return fs->writeback ? TMO_WRITING_ATTR : TMO_WRITING;
+}
+
 struct kvfs_file {
 	enum file_kind kind;
 	uint64_t ino;
@@ -281,6 +307,7 @@ int fs_open_stale(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
 int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		  const struct inode_info *in, bool redirected, pid_t tid,
 		  struct fuse_file_info *fi, struct kvfs_file **out);
+struct kvfs_file *fs_open_cache_owner(struct kvfs_fs *fs, uint64_t ino);
 void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 			  struct kvfs_file *f, size_t size, off_t off);
 void fs_open_release_locked(struct kvfs_fs *fs, struct kvfs_file *f);

@@ -260,6 +260,7 @@ static int lookup_redirected(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
 	struct fs_redirect *r;
 	struct stat st;
 	uint64_t ino = 0;
+	bool writer = false;
 	int rc = 0;
 
 	pthread_mutex_lock(&fs->stage_lock);
@@ -291,6 +292,7 @@ static int lookup_redirected(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
 						  o->key, &ino);
 		if (rc == 0) {
 			r->ino = ino;
+			writer = !r->read;
 			rc = inode_set_path(fs->it, ino, o->p);
 		}
 		if (rc == 0)
@@ -305,7 +307,8 @@ static int lookup_redirected(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
 	}
 	fs_stat_block(fs, ino, bi.size, bi.seal_ns, false, &st);
 	fs_open_mode(&st);
-	fs_reply_entry(req, fs, &st, 0, 0);
+	/* a writer's: written through the cache next (fs_open_write) */
+	fs_reply_entry(req, fs, &st, 0, writer ? fs_writing_attr_tmo(fs) : 0);
 	return 1;
 }
 
@@ -362,7 +365,8 @@ void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		}
 		fs_stat_block(fs, ino, in.size, 0, true, &st);
 		fs_open_mode(&st);
-		fs_reply_entry(req, fs, &st, TMO_WRITING, TMO_WRITING);
+		fs_reply_entry(req, fs, &st, TMO_WRITING,
+			       fs_writing_attr_tmo(fs));
 		return;
 	}
 	inode_note_miss(fs->it, ns, o.key); /* before the store: fs_block.c */
@@ -425,6 +429,26 @@ static struct kvfs_file *new_stager(struct kvfs_fs *fs, uint32_t ns,
 	return f;
 }
 
+/*
+ * Whose bytes the kernel's cached pages of ino are.  It writes them back
+ * through any writable descriptor of the inode; a new version sharing the
+ * inode (f->shared) writes direct, so they are the bytes of the one
+ * writer of ino that does not share it.
+ */
+struct kvfs_file *fs_open_cache_owner(struct kvfs_fs *fs, uint64_t ino)
+{
+	struct kvfs_file *f;
+
+	pthread_mutex_lock(&fs->stage_lock);
+	for (f = fs->staging; f; f = f->stage_next)
+		if (f->ino == ino && !f->shared)
+			break;
+	pthread_mutex_unlock(&fs->stage_lock);
+	/* it lives until its release, which the kernel sends only after
+	 * this write-back of its pages is answered */
+	return f;
+}
+
 static void stage_add(struct kvfs_fs *fs, struct kvfs_file *f)
 {
 	pthread_mutex_lock(&fs->stage_lock);
@@ -484,6 +508,7 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	e.ino = ino;
 	fs_stat_block(fs, ino, 0, 0, true, &e.attr);
 	fs_open_mode(&e.attr);
+	e.attr_timeout = fs_writing_attr_tmo(fs);
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = 0;
 	if (fuse_reply_create(req, &e, fi) != 0) {

@@ -297,6 +297,7 @@ static int start_fs(struct daemon *d)
 		.uid = geteuid(),
 		.gid = getegid(),
 		.cluster = d->cl,
+		.writeback = !d->o.writethrough,
 	};
 	int rc;
 
@@ -391,21 +392,14 @@ struct readahead {
 static void *readahead_main(void *arg)
 {
 	struct readahead *ra = arg;
-	char path[96];
+	char bdi[32], kb[24];
 	struct stat sb;
-	FILE *fp;
-	int bad;
 
 	if (stat(ra->mnt, &sb) < 0)
 		goto out_free;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
-		 major(sb.st_dev), minor(sb.st_dev));
-	fp = fopen(path, "w");
-	if (!fp)
-		goto out_free;
-	bad = fprintf(fp, "%llu\n", (unsigned long long)ra->kb) < 0;
-	bad |= fclose(fp) != 0;
-	if (bad)
+	snprintf(bdi, sizeof(bdi), "%u:%u", major(sb.st_dev), minor(sb.st_dev));
+	snprintf(kb, sizeof(kb), "%llu\n", (unsigned long long)ra->kb);
+	if (kvfsd_bdi_set(bdi, "read_ahead_kb", kb) < 0)
 		kvfs_debug("read-ahead of the mount left at the default");
 	else
 		kvfs_debug("read-ahead of the mount set to %llu KiB",
@@ -447,6 +441,30 @@ static void raise_readahead(struct daemon *d)
 	pthread_attr_destroy(&at);
 }
 
+/*
+ * fs.c's write-back cache needs the mount's dirty-page limit lifted
+ * (kvfsd_bdi_lift); where it cannot be (not root, a read-only /sys), the
+ * mount goes without the cache.  Decided before the session loop answers
+ * INIT, where the cache is asked for.
+ */
+static void choose_writeback(struct daemon *d)
+{
+	char bdi[32];
+	int rc = kvfsd_bdi_of(d->o.cmd.mountpoint, bdi, sizeof(bdi));
+
+	if (rc == 0)
+		rc = kvfsd_bdi_lift(bdi);
+	if (rc == 0) {
+		kvfs_debug("bdi %s: dirty-page limit lifted", bdi);
+		return;
+	}
+	kvfs_fs_set_writeback(d->fs, false);
+	kvfs_info("no write-back cache: the mount's dirty-page limit cannot "
+		  "be lifted (%s); each write(2) reaches kvfsd on its own "
+		  "(kvfsd(8), CACHING)",
+		  strerror(-rc));
+}
+
 static int mount_fs(struct daemon *d)
 {
 	int rc;
@@ -454,6 +472,13 @@ static int mount_fs(struct daemon *d)
 	if (fuse_session_mount(d->se, d->o.cmd.mountpoint) != 0)
 		return -EIO; /* libfuse said why */
 	d->mounted = true;
+	if (!d->o.writethrough)
+		choose_writeback(d);
+	rc = kvfs_fs_attach_io(d->fs, d->se);
+	if (rc < 0) {
+		kvfs_err("/dev/fuse: %s", strerror(-rc));
+		return rc;
+	}
 	raise_readahead(d);
 	rc = kvfs_fs_start(d->fs, d->se);
 	if (rc < 0)

@@ -64,6 +64,7 @@ struct kvfsd_opts {
 	char *lease_max_ms_o;
 	int reformat;
 	int prealloc;
+	int writethrough;
 	/* cluster options (--name VALUE or --name=VALUE) */
 	char *cluster_o;
 	char *node_id_o;
@@ -140,5 +141,16 @@ void kvfsd_opts_undo(struct kvfsd_opts *o);
 int kvfsd_discard(struct kvfsd_opts *o);
 void kvfsd_opts_free(struct kvfsd_opts *o);
 void kvfsd_usage(FILE *fp);
+
+/*
+ * The mount's bdi in sysfs (kvfsd_bdi.c), root's to tune; 0 or -errno.
+ * kvfsd_bdi_of: "MAJOR:MINOR" of the last mount on mnt (absolute), from
+ * /proc/self/mountinfo, so without a request to the mount.
+ * kvfsd_bdi_set: write val to /sys/class/bdi/BDI/KNOB.
+ * kvfsd_bdi_lift: the dirty-page limit the write-back cache needs lifted.
+ */
+int kvfsd_bdi_of(const char *mnt, char *bdi, size_t len);
+int kvfsd_bdi_set(const char *bdi, const char *knob, const char *val);
+int kvfsd_bdi_lift(const char *bdi);
 
 #endif /* KVFS_KVFSD_H */

@@ -51,6 +51,7 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("lease_max_ms=%s", lease_max_ms_o),
 	KOPT("reformat", reformat),
 	KOPT("prealloc", prealloc),
+	KOPT("writethrough", writethrough),
 	KOPT("--cluster %s", cluster_o),
 	KOPT("--cluster=%s", cluster_o),
 	KOPT("--node-id %s", node_id_o),
@@ -137,6 +138,8 @@ void kvfsd_usage(FILE *fp)
 	      "  prealloc           take all of the pool's memory at start\n"
 	      "                     (first writes run at full speed; a\n"
 	      "                     full /dev/shm is found at start)\n"
+	      "  writethrough       no write-back cache: every write(2)\n"
+	      "                     reaches kvfsd before it returns\n"
 	      "\n"
 	      "cluster options (kvfs(7), CLUSTER; without --cluster kvfsd is\n"
 	      "a single node and needs no etcd):\n"

@@ -163,12 +163,13 @@ enum file_kind {
 	FILE_TEXT,     /* a .kvfs file, rendered at open */
 };
 
-/* fi->fh of every open regular file */
+/* the attribute timeout of a file being written (TMO_WRITING_ATTR) */
 static inline double fs_writing_attr_tmo(const struct kvfs_fs *fs)
 {
 	return fs->writeback ? TMO_WRITING_ATTR : TMO_WRITING;
 }
 
+/* fi->fh of every open regular file */
 struct kvfs_file {
 	enum file_kind kind;
 	uint64_t ino;

@@ -348,14 +348,10 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* the write-back of cached pages may come through another writer's
-	 * descriptor of the inode: they are its caching writer's bytes */
-	if (fi->writepage && f->shared)
-		f = fs_open_cache_owner(fs, ino);
-	if (!f) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
+	/* the kernel writes cached pages back through any writable
+	 * descriptor of the inode: under the write-back cache an inode has
+	 * one writer (no new version shares one, fs_open_write), so these
+	 * are its bytes */
 	pthread_mutex_lock(&f->lock);
 	if (f->flushed && !f->done) {
 		/* a dup was closed, not the last descriptor: nobody should

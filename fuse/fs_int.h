@@ -153,7 +153,7 @@ struct kvfs_fs {
 		bool read;	/* a reader's: ref holds what ino stands for */
 		bool have_ref;
 		struct kv_ref ref;
-	} redirect[16];
+	} redirect[64];
 	struct fs_io io; /* fs_io.c */
 };
 
@@ -308,7 +308,6 @@ int fs_open_stale(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
 int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		  const struct inode_info *in, bool redirected, pid_t tid,
 		  struct fuse_file_info *fi, struct kvfs_file **out);
-struct kvfs_file *fs_open_cache_owner(struct kvfs_fs *fs, uint64_t ino);
 void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 			  struct kvfs_file *f, size_t size, off_t off);
 void fs_open_release_locked(struct kvfs_fs *fs, struct kvfs_file *f);

@@ -41,7 +41,9 @@
  * private inode (entry timeout 0, so no other walk keeps it), which the
  * retried open then writes.  Should the retry come without the lookup,
  * the write shares the old inode as a last resort (f->shared): its
- * attributes then stay the old version's until publication.  Another
+ * attributes then stay the old version's until publication.  Not under
+ * the write-back cache, where the kernel keeps a shared inode's size
+ * itself: that retry is ESTALE (fs_open_write).  Another
  * writer's staging inode is redirected the same way: it becomes the
  * published inode at that writer's close, with the size our O_TRUNC cut.
  *
@@ -170,33 +172,43 @@ static void redirect_drop(struct kvfs_fs *fs, struct fs_redirect *r)
 	r->at_ns = 0;
 }
 
-/* remember (ns, key, tid): false when every entry is live */
-static bool redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
+/*
+ * Remember (ns, key, tid).  With every entry live, the oldest gives way:
+ * its opener's retry then finds no redirect, which costs a reader a rare
+ * second ESTALE, and a writer under the write-back cache one too, but
+ * never makes a writer share an inode (fs_open_write).
+ */
+static void redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
 			 pid_t tid, bool read)
 {
 	uint64_t now = kvfs_mono_ns();
-	bool ok = false;
+	struct fs_redirect *use = NULL, *oldest = NULL;
 
 	pthread_mutex_lock(&fs->stage_lock);
 	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
 	     i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
-		if (redirect_live(r, now))
+		if (redirect_live(r, now)) {
+			if (!oldest || r->at_ns < oldest->at_ns)
+				oldest = r;
 			continue;
-		redirect_drop(fs, r); /* every expired one, not only ours */
-		if (!ok) {
-			r->ns = ns;
-			r->tid = tid;
-			memcpy(r->key, key, KVFS_HASH_LEN);
-			r->ino = 0;
-			r->read = read;
-			r->at_ns = now ? now : 1;
-			ok = true;
 		}
+		redirect_drop(fs, r); /* every expired one, not only ours */
+		if (!use)
+			use = r;
 	}
+	if (!use) {
+		use = oldest;
+		redirect_drop(fs, use);
+	}
+	use->ns = ns;
+	use->tid = tid;
+	memcpy(use->key, key, KVFS_HASH_LEN);
+	use->ino = 0;
+	use->read = read;
+	use->at_ns = now ? now : 1;
 	pthread_mutex_unlock(&fs->stage_lock);
-	return ok;
 }
 
 int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino, struct kv_ref *ref,
@@ -429,26 +441,6 @@ static struct kvfs_file *new_stager(struct kvfs_fs *fs, uint32_t ns,
 	return f;
 }
 
-/*
- * Whose bytes the kernel's cached pages of ino are.  It writes them back
- * through any writable descriptor of the inode; a new version sharing the
- * inode (f->shared) writes direct, so they are the bytes of the one
- * writer of ino that does not share it.
- */
-struct kvfs_file *fs_open_cache_owner(struct kvfs_fs *fs, uint64_t ino)
-{
-	struct kvfs_file *f;
-
-	pthread_mutex_lock(&fs->stage_lock);
-	for (f = fs->staging; f; f = f->stage_next)
-		if (f->ino == ino && !f->shared)
-			break;
-	pthread_mutex_unlock(&fs->stage_lock);
-	/* it lives until its release, which the kernel sends only after
-	 * this write-back of its pages is answered */
-	return f;
-}
-
 static void stage_add(struct kvfs_fs *fs, struct kvfs_file *f)
 {
 	pthread_mutex_lock(&fs->stage_lock);
@@ -550,8 +542,14 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		if (r) /* the retry came without its lookup */
 			redirect_drop(fs, r);
 		pthread_mutex_unlock(&fs->stage_lock);
-		if (!retried && redirect_add(fs, in->ns, o.key, tid, false))
+		/* under the write-back cache the kernel keeps the size an
+		 * O_TRUNC or a write gives a shared inode for good, and an
+		 * O_TRUNC drops the pages another writer of it cached:
+		 * never share then; a retry without its lookup gets ESTALE */
+		if (!retried || fs->writeback) {
+			redirect_add(fs, in->ns, o.key, tid, false);
 			return -ESTALE;
+		}
 	}
 	f = new_stager(fs, in->ns, &o, &rc);
 	if (!f)

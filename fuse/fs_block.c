@@ -348,10 +348,6 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	/* the kernel writes cached pages back through any writable
-	 * descriptor of the inode: under the write-back cache an inode has
-	 * one writer (no new version shares one, fs_open_write), so these
-	 * are its bytes */
 	pthread_mutex_lock(&f->lock);
 	if (f->flushed && !f->done) {
 		/* a dup was closed, not the last descriptor: nobody should
@@ -378,11 +374,13 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 				fs, f, (uint64_t)off + (uint64_t)n, false);
 	}
 	/*
-	 * Pages the kernel cached, written back: nobody waits for this
-	 * answer but the page cache, which would turn an error into EIO at
-	 * the next close.  The file is never published either way (f->err),
-	 * and the flush of close(2), or fsync(2), reports the error itself:
-	 * EFBIG for a file longer than a slot.
+	 * Pages the kernel cached, written back (through any writable
+	 * descriptor of the inode, and under the write-back cache an inode
+	 * has one writer: no new version shares one, fs_open_write): nobody
+	 * waits for this answer but the page cache, which would turn an
+	 * error into EIO at the next close.  The file is never published either
+	 * way (f->err), and the flush of close(2), or fsync(2), reports the
+	 * error itself: EFBIG for a file longer than a slot.
 	 */
 	if (rc < 0 && fi->writepage && !f->done) {
 		if (!f->err)

@@ -119,7 +119,6 @@ struct fs_io {
 	uint64_t init_unique;
 	bool init_seen; /* the INIT request was read */
 	bool offered;	/* the kernel offers FUSE_HANDLE_KILLPRIV_V2 */
-	bool killpriv;	/* and kvfsd took it */
 	atomic_bool replied;
 };
 

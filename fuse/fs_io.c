@@ -63,20 +63,19 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	struct fs_io *io = io_of(userdata);
 	const struct fuse_out_header *oh = iov[0].iov_base;
 	struct fuse_init_out *out;
+	bool take;
 
 	if (atomic_load_explicit(&io->replied, memory_order_relaxed) ||
 	    !io->init_seen || count < 2 || iov[0].iov_len != sizeof(*oh) ||
 	    oh->unique != io->init_unique)
 		return writev(fd, iov, count);
 	out = iov[1].iov_base;
-	if (oh->error == 0 && io->offered &&
-	    iov[1].iov_len >= 4 * sizeof(uint32_t)) {
+	take = oh->error == 0 && io->offered &&
+	       iov[1].iov_len >= 4 * sizeof(uint32_t);
+	if (take)
 		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-		io->killpriv = true;
-	}
 	atomic_store_explicit(&io->replied, true, memory_order_relaxed);
-	kvfs_debug("fuse: handle_killpriv_v2 %s",
-		   io->killpriv ? "on" : "not offered");
+	kvfs_debug("fuse: handle_killpriv_v2 %s", take ? "on" : "not offered");
 	return writev(fd, iov, count);
 }
 

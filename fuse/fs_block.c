@@ -113,6 +113,15 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	fs_reply_entry(req, fs, &st, TMO_SEALED, TMO_SEALED);
 }
 
+bool fs_ino_current(struct kvfs_fs *fs, fuse_ino_t ino,
+		    const struct inode_info *was)
+{
+	struct inode_info now;
+
+	return inode_get(fs->it, ino, &now) == 0 && now.hashed &&
+	       !now.writing && memcmp(now.hash, was->hash, KVFS_HASH_LEN) == 0;
+}
+
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 		     const struct inode_info *in, struct stat *st, double *tmo)
 {
@@ -126,6 +135,10 @@ int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 	}
 	rc = in->hashed ? kv_store_stat(fs->st, in->ns, in->hash, &bi)
 			: -ENOENT;
+	/* replaced since the snapshot: those are another inode's bytes
+	 * (fs_open_block says why) */
+	if (rc == 0 && !fs_ino_current(fs, ino, in))
+		rc = -ENOENT;
 	if (rc == 0) {
 		inode_set_attr(fs->it, ino, bi.size, bi.seal_ns);
 		fs_stat_block(fs, ino, bi.size, bi.seal_ns, false, st);
@@ -818,6 +831,20 @@ int fs_open_block(struct kvfs_fs *fs, fuse_ino_t ino, pid_t tid,
 			fs_notify_ino(fs, ino, in.ns, in.hash);
 		}
 		return rc;
+	}
+	/*
+	 * The snapshot above may be older than the bytes: a publication
+	 * between it and the get gave the key new bytes, while the kernel
+	 * keeps this inode's size and pages (keep_cache), and a reader would
+	 * get a short file or two versions mixed.  Every publisher unhashes
+	 * the old inode before the store moves (fs_open.c), so an inode
+	 * still hashed to the same key now stands for the bytes just taken.
+	 */
+	if (open && in.hashed && !fs_ino_current(fs, ino, &in)) {
+		kv_store_put(fs->st, &ref);
+		if (kv_store_stat(fs->st, in.ns, in.hash, &bi) == 0)
+			return fs_open_stale(fs, in.ns, in.hash, tid);
+		return -ENOENT;
 	}
 	rc = new_reader(fs, ino, &in, &ref, fi, out);
 	if (rc < 0)

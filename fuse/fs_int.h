@@ -256,6 +256,14 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		     const char *name);
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 		     const struct inode_info *in, struct stat *st, double *tmo);
+/*
+ * ino, of which was is an earlier snapshot, still stands for the bytes
+ * its key has in the store: hashed to the same key, and published.  A
+ * caller that read the store by key after the snapshot checks this after
+ * that read, since publishers unhash an inode before the store moves.
+ */
+bool fs_ino_current(struct kvfs_fs *fs, fuse_ino_t ino,
+		    const struct inode_info *was);
 void fs_setattr_block(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		      int to_set, struct fuse_file_info *fi);
 void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,

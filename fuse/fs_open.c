@@ -344,10 +344,35 @@ static void reply_dir(fuse_req_t req, struct kvfs_fs *fs, uint32_t ns,
 	fs_reply_entry(req, fs, &st, TMO_DIR, TMO_DIR);
 }
 
+/*
+ * ino, just looked up by o's key, stands for the bytes *bi describes (a
+ * stat before that lookup).  Publishers move the key's inode first and
+ * the store after (the top), so: an ino still being written is a new
+ * version on its way; one that is not, with the store still holding the
+ * same bytes after it was found, stands for them.
+ */
+static bool lookup_current(struct kvfs_fs *fs, fuse_ino_t ino, uint32_t ns,
+			   const struct opath *o,
+			   const struct kv_block_info *bi)
+{
+	struct kv_block_info now;
+	struct inode_info in;
+
+	if (inode_get(fs->it, ino, &in) < 0 || in.writing)
+		return false;
+	return kv_store_stat(fs->st, ns, o->key, &now) == 0 &&
+	       now.slot == bi->slot && now.gen == bi->gen;
+}
+
+/* a lookup racing that many publications of its name gives up (EAGAIN):
+ * each try is a few table probes, and a name is replaced far less often */
+#define LOOKUP_TRIES 1000
+
 void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name)
 {
 	struct kvfs_fs *fs = fs_of(req);
+	unsigned tries = 0;
 	struct kv_block_info bi;
 	struct inode_info in;
 	struct opath o;
@@ -365,6 +390,7 @@ void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	}
 	if (lookup_redirected(req, fs, ns, &o))
 		return;
+again:
 	ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
 	if (ino && fs_wait_closing(fs, ino))
 		ino = inode_find(fs->it, INODE_BLOCK, ns, o.key);
@@ -395,6 +421,14 @@ void fs_open_lookup(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	}
 	if (rc == 0)
 		rc = inode_lookup(fs->it, INODE_BLOCK, ns, o.key, &ino);
+	if (rc == 0 && !lookup_current(fs, ino, ns, &o, &bi)) {
+		/* replaced meanwhile: the ino and the attributes would
+		 * stand for two versions */
+		inode_unlookup(fs->it, ino);
+		if (++tries < LOOKUP_TRIES)
+			goto again;
+		rc = -EAGAIN;
+	}
 	if (rc == 0)
 		rc = inode_set_path(fs->it, ino, o.p);
 	if (rc < 0) {

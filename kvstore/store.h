@@ -93,6 +93,8 @@ struct kv_store_stats {
 /* what lookup/stat tells about one block */
 struct kv_block_info {
 	uint32_t slot;
+	uint32_t gen;	   /* with slot, names these bytes for their life: a
+			    * name replaced by other bytes has another pair */
 	uint32_t checksum; /* CRC-32C of the block's bytes */
 	uint64_t size;
 	uint64_t seal_ns; /* wall clock, ns since the epoch */

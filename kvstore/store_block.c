@@ -650,6 +650,7 @@ static void fill_info(const struct blk *b, uint32_t slot,
 		      struct kv_block_info *bi)
 {
 	bi->slot = slot;
+	bi->gen = b->gen;
 	bi->checksum = b->checksum;
 	bi->size = b->size;
 	bi->seal_ns = b->seal_ns;

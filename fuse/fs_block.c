@@ -329,6 +329,7 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	f->opener = fuse_req_ctx(req)->pid;
 	memset(&e, 0, sizeof(e));
 	e.ino = f->ino;
 	fs_stat_block(fs, f->ino, 0, 0, true, &e.attr);
@@ -368,6 +369,10 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		inode_set_closing(fs->it, f->ino, false);
 		kv_store_closing(fs->st, f->wh, false);
 		f->flushed = false;
+	}
+	if (f->recorded) {
+		kv_store_reopened(fs->st, f->wh);
+		f->recorded = false;
 	}
 	if (f->done)
 		rc = -EPERM; /* sealed: this descriptor outlived the seal */
@@ -649,6 +654,51 @@ static int seal_locked(struct kvfs_fs *fs, struct kvfs_file *f)
 	return 0;
 }
 
+/*
+ * Close-to-open durability.  close(2) returns once FLUSH is answered, and
+ * the publication comes with RELEASE after it: a kvfsd killed in between
+ * would lose a file whose close returned 0.  So FLUSH (and fsync) leaves
+ * a close record of the file as it is then (kv_store_closed: size, CRC,
+ * the path it goes to), which recovery publishes; any later write takes
+ * it back, so a file written after its last close is never published
+ * half-written.  The kernel writes back the file's dirty pages before it
+ * sends FLUSH, so every byte written is in the slot by then.  A record
+ * that cannot be written is the close's error, and the file is then
+ * never published.  f->lock held.
+ *
+ * Only the closes of the thread that opened the file leave one (pid: the
+ * closing task; 0 for an fsync, which anyone may ask for).  Under the
+ * write-back cache the writer's later writes sit in the page cache, out
+ * of kvfsd's sight, until its own close: a record left by a child's
+ * close or exit (fork, system, exec) would then let a crash publish the
+ * half the parent had written by then.  A task that exits or execs
+ * closes for nobody anyway: no close(2) of its returned 0 to anyone.
+ */
+int fs_closed_locked(struct kvfs_fs *fs, struct kvfs_file *f, pid_t pid)
+{
+	int rc;
+
+	if (f->done || f->err || f->dying)
+		return f->err;
+	if (pid && pid != f->opener)
+		return 0;
+	if (!f->open) {
+		rc = kv_store_closed(fs->st, f->wh, NULL, 0);
+	} else {
+		/* the path is stage_lock's (a rename moves it) */
+		pthread_mutex_lock(&fs->stage_lock);
+		rc = f->unlinked ? 0
+				 : kv_store_closed(fs->st, f->wh, f->path,
+						   strlen(f->path));
+		pthread_mutex_unlock(&fs->stage_lock);
+	}
+	if (rc < 0)
+		f->err = rc;
+	else
+		f->recorded = true; /* the next write takes it back */
+	return rc;
+}
+
 void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kvfs_fs *fs = fs_of(req);
@@ -675,7 +725,7 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (check)
 		dying_check(f, pid);
 	pthread_mutex_lock(&f->lock);
-	rc = f->err;
+	rc = fs_closed_locked(fs, f, pid);
 	pthread_mutex_unlock(&f->lock);
 	fuse_reply_err(req, -rc);
 }
@@ -722,7 +772,10 @@ void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	if (f->kind == FILE_WRITE) {
 		pthread_mutex_lock(&f->lock);
-		if (f->done || f->err || f->open) {
+		if (f->open) {
+			/* survives a crash as a close does */
+			rc = fs_closed_locked(fs, f, 0);
+		} else if (f->done || f->err) {
 			rc = f->err;
 		} else {
 			rc = seal_locked(fs, f);

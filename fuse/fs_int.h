@@ -191,6 +191,9 @@ struct kvfs_file {
 	bool dying;	 /* a descriptor was closed by a task being killed:
 			  * never published */
 	bool flushed;	 /* a descriptor was closed since the last write */
+	bool recorded;	 /* a close record since the last write
+			  * (fs_closed_locked) */
+	pid_t opener;	 /* the thread whose create or open made it */
 	unsigned checks; /* dying checks of closes still running */
 	pthread_cond_t checked; /* signalled as each one ends */
 	bool released;		/* the last check frees it (fs_block.c) */
@@ -256,6 +259,9 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		     const char *name);
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 		     const struct inode_info *in, struct stat *st, double *tmo);
+/* a writer's close (by task pid) or fsync (pid 0): its file as it is now
+ * survives a crash of kvfsd (fs_block.c); the file's error, f->lock held */
+int fs_closed_locked(struct kvfs_fs *fs, struct kvfs_file *f, pid_t pid);
 /*
  * ino, of which was is an earlier snapshot, still stands for the bytes
  * its key has in the store: hashed to the same key, and published.  A

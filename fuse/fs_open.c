@@ -507,6 +507,8 @@ void fs_open_create(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	}
 	if (rc == 0)
 		f = new_stager(fs, ns, &o, &rc);
+	if (rc == 0)
+		f->opener = fuse_req_ctx(req)->pid;
 	if (rc == 0) {
 		/* the name's key goes to the staging inode unless a file
 		 * holds it; the store decides which is published last */
@@ -588,6 +590,7 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 	f = new_stager(fs, in->ns, &o, &rc);
 	if (!f)
 		return rc;
+	f->opener = tid;
 	f->ino = ino;
 	f->reopen = true;
 	f->shared = !redirected;
@@ -752,6 +755,8 @@ void fs_open_unlink(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 	pthread_mutex_lock(&fs->stage_lock);
 	while ((f = stage_find(fs, ns, o.p))) {
 		f->unlinked = true;
+		/* nor at the recovery after a crash (fs_closed_locked) */
+		kv_store_reopened(fs->st, f->wh);
 		staged = true;
 	}
 	pthread_mutex_unlock(&fs->stage_lock);

@@ -298,17 +298,69 @@ static bool rec_ok(const struct kv_block_rec *rec)
 	       (rec->path_len && rec->path_len <= KV_INDEX_PATH_MAX);
 }
 
+/* 'c' u32be slot */
+static void closed_key(uint8_t key[KV_INDEX_CLOSED_KEY_LEN], uint32_t slot)
+{
+	key[0] = 'c';
+	key[1] = (uint8_t)(slot >> 24);
+	key[2] = (uint8_t)(slot >> 16);
+	key[3] = (uint8_t)(slot >> 8);
+	key[4] = (uint8_t)slot;
+}
+
+/*
+ * A block record goes in with the delete of its slot's close record, in
+ * one batch: from then on the slot is the sealed block's, and recovery
+ * must not publish it a second time (index.h, close records).
+ */
 int kv_index_put_block(struct kv_index *ix, uint32_t ns,
 		       const uint8_t hash[KVFS_HASH_LEN],
 		       const struct kv_block_rec *rec)
 {
-	uint8_t key[KV_INDEX_BLOCK_KEY_LEN];
+	uint8_t key[KV_INDEX_BLOCK_KEY_LEN], ckey[KV_INDEX_CLOSED_KEY_LEN];
 	uint8_t val[KV_INDEX_BLOCK_REC_LEN + 2 + KV_INDEX_PATH_MAX];
+	rocksdb_writebatch_t *wb;
+	char *err = NULL;
 
 	if (!ix || !hash || !rec || !rec_ok(rec))
 		return -EINVAL;
 	block_key(key, ns, hash);
-	return ix_put(ix, key, sizeof(key), val, block_val(rec, val));
+	closed_key(ckey, rec->slot);
+	wb = rocksdb_writebatch_create();
+	rocksdb_writebatch_delete(wb, (const char *)ckey, sizeof(ckey));
+	rocksdb_writebatch_put(wb, (const char *)key, sizeof(key),
+			       (const char *)val, block_val(rec, val));
+	rocksdb_write(ix->db, ix->wopts, wb, &err);
+	rocksdb_writebatch_destroy(wb);
+	return ix_err(err, "put");
+}
+
+int kv_index_put_closed(struct kv_index *ix, uint32_t ns,
+			const uint8_t hash[KVFS_HASH_LEN],
+			const struct kv_block_rec *rec)
+{
+	uint8_t key[KV_INDEX_CLOSED_KEY_LEN];
+	uint8_t val[4 + KVFS_HASH_LEN + KV_INDEX_BLOCK_REC_LEN + 2 +
+		    KV_INDEX_PATH_MAX];
+
+	if (!ix || !hash || !rec || !rec_ok(rec))
+		return -EINVAL;
+	closed_key(key, rec->slot);
+	kv_put_le32(val, ns);
+	memcpy(val + 4, hash, KVFS_HASH_LEN);
+	return ix_put(ix, key, sizeof(key), val,
+		      4 + KVFS_HASH_LEN +
+			      block_val(rec, val + 4 + KVFS_HASH_LEN));
+}
+
+int kv_index_del_closed(struct kv_index *ix, uint32_t slot)
+{
+	uint8_t key[KV_INDEX_CLOSED_KEY_LEN];
+
+	if (!ix)
+		return -EINVAL;
+	closed_key(key, slot);
+	return ix_del(ix, key, sizeof(key));
 }
 
 int kv_index_move_block(struct kv_index *ix, uint32_t ns,
@@ -317,6 +369,7 @@ int kv_index_move_block(struct kv_index *ix, uint32_t ns,
 			const struct kv_block_rec *rec)
 {
 	uint8_t from[KV_INDEX_BLOCK_KEY_LEN], to[KV_INDEX_BLOCK_KEY_LEN];
+	uint8_t ckey[KV_INDEX_CLOSED_KEY_LEN];
 	uint8_t val[KV_INDEX_BLOCK_REC_LEN + 2 + KV_INDEX_PATH_MAX];
 	rocksdb_writebatch_t *wb;
 	char *err = NULL;
@@ -325,7 +378,9 @@ int kv_index_move_block(struct kv_index *ix, uint32_t ns,
 		return -EINVAL;
 	block_key(from, ns, from_hash);
 	block_key(to, ns, to_hash);
+	closed_key(ckey, rec->slot);
 	wb = rocksdb_writebatch_create();
+	rocksdb_writebatch_delete(wb, (const char *)ckey, sizeof(ckey));
 	rocksdb_writebatch_delete(wb, (const char *)from, sizeof(from));
 	rocksdb_writebatch_put(wb, (const char *)to, sizeof(to),
 			       (const char *)val, block_val(rec, val));
@@ -512,6 +567,48 @@ int kv_index_scan_blocks(struct kv_index *ix,
 	if (!ix || !fn)
 		return -EINVAL;
 	rc = ix_scan(ix, 'b', block_step, &s);
+	if (bad)
+		*bad = s.bad;
+	return rc;
+}
+
+static int closed_step(const char *k, size_t kl, const char *v, size_t vl,
+		       void *arg)
+{
+	struct block_scan *s = arg;
+	const uint8_t *u = (const uint8_t *)v;
+	struct kv_block_rec rec;
+	uint32_t slot;
+
+	if (kl != KV_INDEX_CLOSED_KEY_LEN || vl < 4 + KVFS_HASH_LEN ||
+	    kv_index_decode_block(u + 4 + KVFS_HASH_LEN, vl - 4 - KVFS_HASH_LEN,
+				  &rec)) {
+		kvfs_warn("index: skipping a bad close record");
+		s->bad++;
+		return 0;
+	}
+	slot = (uint32_t)(uint8_t)k[1] << 24 | (uint32_t)(uint8_t)k[2] << 16 |
+	       (uint32_t)(uint8_t)k[3] << 8 | (uint8_t)k[4];
+	if (slot != rec.slot) {
+		kvfs_warn("index: skipping a close record of another slot");
+		s->bad++;
+		return 0;
+	}
+	return s->fn(kv_get_le32(u), u + 4, &rec, s->arg);
+}
+
+int kv_index_scan_closed(struct kv_index *ix,
+			 int (*fn)(uint32_t ns,
+				   const uint8_t hash[KVFS_HASH_LEN],
+				   const struct kv_block_rec *rec, void *arg),
+			 void *arg, uint64_t *bad)
+{
+	struct block_scan s = { fn, arg, 0 };
+	int rc;
+
+	if (!ix || !fn)
+		return -EINVAL;
+	rc = ix_scan(ix, 'c', closed_step, &s);
 	if (bad)
 		*bad = s.bad;
 	return rc;

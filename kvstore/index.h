@@ -17,6 +17,10 @@
  *                                         the path's length (version 2)
  *   'd' u32be ns_id, path bytes           directory of an open namespace,
  *                                         8 bytes: creation time, ns
+ *   'c' u32be slot                        close record of a block still
+ *                                         being written: u32le ns_id,
+ *                                         32-byte block hash, then a block
+ *                                         record (version 1 or 2)
  *
  * Namespace record (little-endian):
  *
@@ -46,6 +50,16 @@
  * Version 1 records (64 bytes) are chain blocks, and open-namespace files
  * whose path this node never learned (a replica fetched or pushed by key).
  *
+ * Close records.  A writer's close(2) returns before the mount publishes
+ * its file (kvfs(7), Publication), so the close leaves a record of the
+ * block as it is then (size, CRC, close time as seal time, its name or
+ * path): a kvfsd killed before the publication publishes it at its next
+ * open if the slot still holds exactly those bytes.  A slot has a close
+ * record only while its block is being written: the block record that
+ * seals it deletes it in the same batch (kv_index_put_block and
+ * kv_index_move_block), and an abort deletes it before the slot is
+ * reused.
+ *
  * Writes go through the WAL without fsync (see store.h, "Durability").
  * Errors from RocksDB are logged with their text and returned as -EIO.
  */
@@ -64,6 +78,7 @@
 #define KV_INDEX_PATH_MAX 4096
 #define KV_INDEX_BLOCK_REC_LEN 64
 #define KV_INDEX_BLOCK_KEY_LEN (1 + 4 + KVFS_HASH_LEN)
+#define KV_INDEX_CLOSED_KEY_LEN (1 + 4)
 
 struct kv_index;
 
@@ -114,6 +129,18 @@ int kv_index_move_block(struct kv_index *ix, uint32_t ns,
 			const uint8_t from_hash[KVFS_HASH_LEN],
 			const uint8_t to_hash[KVFS_HASH_LEN],
 			const struct kv_block_rec *rec);
+
+/* close records (above): rec->slot is the key; put replaces */
+int kv_index_put_closed(struct kv_index *ix, uint32_t ns,
+			const uint8_t hash[KVFS_HASH_LEN],
+			const struct kv_block_rec *rec);
+int kv_index_del_closed(struct kv_index *ix, uint32_t slot);
+/* every close record, in slot order; as kv_index_scan_blocks */
+int kv_index_scan_closed(struct kv_index *ix,
+			 int (*fn)(uint32_t ns,
+				   const uint8_t hash[KVFS_HASH_LEN],
+				   const struct kv_block_rec *rec, void *arg),
+			 void *arg, uint64_t *bad);
 
 /* directories of open namespaces */
 int kv_index_put_dir(struct kv_index *ix, uint32_t ns, const char *path,

@@ -251,6 +251,125 @@ static int recover_dir(uint32_t ns, const char *path, size_t len,
 	return open_recover_dir(arg, ns, path, len, created_ns);
 }
 
+/* ---- close records (index.h) ----------------------------------------- */
+
+struct closed {
+	uint32_t ns;
+	uint8_t hash[KVFS_HASH_LEN];
+	struct kv_block_rec rec; /* rec.path: path below, or NULL */
+	char *path;
+};
+
+struct closed_scan {
+	struct closed *v;
+	size_t n, cap;
+};
+
+static int closed_collect(uint32_t ns, const uint8_t hash[KVFS_HASH_LEN],
+			  const struct kv_block_rec *rec, void *arg)
+{
+	struct closed_scan *cs = arg;
+	struct closed *c;
+
+	if (cs->n == cs->cap) {
+		size_t cap = cs->cap ? cs->cap * 2 : 16;
+
+		c = realloc(cs->v, sizeof(*c) * cap);
+		if (!c)
+			return -ENOMEM;
+		cs->v = c;
+		cs->cap = cap;
+	}
+	c = &cs->v[cs->n];
+	c->ns = ns;
+	memcpy(c->hash, hash, KVFS_HASH_LEN);
+	c->rec = *rec;
+	c->path = NULL;
+	if (rec->path) {
+		c->path = strndup(rec->path, rec->path_len);
+		if (!c->path)
+			return -ENOMEM;
+	}
+	c->rec.path = c->path;
+	cs->n++;
+	return 0;
+}
+
+static int by_close_time(const void *a, const void *b)
+{
+	uint64_t x = ((const struct closed *)a)->rec.seal_ns;
+	uint64_t y = ((const struct closed *)b)->rec.seal_ns;
+
+	return x < y ? -1 : x > y;
+}
+
+/* why a close record is not to be published, or NULL when it is */
+static const char *closed_check(struct kv_store *st, const struct closed *c)
+{
+	struct store_ns *n = store_ns_get(st, c->ns);
+	struct kv_block_rec old;
+
+	if (!n)
+		return "unknown namespace";
+	if (c->path && n->layout != KV_LAYOUT_OPEN)
+		return "a path in a chain namespace";
+	if (c->rec.slot >= st->nslots || c->rec.size > st->slot_size)
+		return "slot or size out of range";
+	if (kvfs_crc32c(0, kv_pool_slot(st->pool, c->rec.slot), c->rec.size) !=
+	    c->rec.checksum)
+		return "written again after its close";
+	if (kv_index_get_block(st->ix, c->ns, c->hash, &old) == 0) {
+		if (old.slot == c->rec.slot)
+			return "sealed already";
+		if (old.seal_ns > c->rec.seal_ns)
+			return "a newer file holds its name";
+	}
+	return NULL;
+}
+
+/*
+ * Blocks whose writer's close returned before this process died, and
+ * which it never got to seal: sealed now, oldest close first, so that the
+ * block records scanned next include them.  With a pool that is not the
+ * one recorded, their bytes are gone: dropped.
+ */
+static int recover_closed(struct kv_store *st, bool lost)
+{
+	struct closed_scan cs = { 0 };
+	uint64_t bad = 0, sealed = 0;
+	char hex[KVFS_HASH_HEX_LEN + 1];
+	int rc = kv_index_scan_closed(st->ix, closed_collect, &cs, &bad);
+
+	st->recovery_dropped += bad;
+	if (rc == 0 && cs.n)
+		qsort(cs.v, cs.n, sizeof(*cs.v), by_close_time);
+	for (size_t i = 0; rc == 0 && i < cs.n; i++) {
+		struct closed *c = &cs.v[i];
+		const char *why =
+			lost ? "the pool is new" : closed_check(st, c);
+
+		if (!why) {
+			/* the block record's put deletes the close record */
+			rc = kv_index_put_block(st->ix, c->ns, c->hash,
+						&c->rec);
+			sealed += rc == 0;
+			continue;
+		}
+		kvfs_hash_to_hex(c->hash, hex);
+		kvfs_info("recovery: not publishing closed file %s (ns %u): %s",
+			  c->path ? c->path : hex, c->ns, why);
+		rc = kv_index_del_closed(st->ix, c->rec.slot);
+	}
+	for (size_t i = 0; i < cs.n; i++)
+		free(cs.v[i].path);
+	free(cs.v);
+	if (sealed)
+		kvfs_info("recovery: %llu files closed before the last exit "
+			  "published",
+			  (unsigned long long)sealed);
+	return rc;
+}
+
 static int store_recover(struct kv_store *st)
 {
 	struct recover r = { .st = st };
@@ -264,6 +383,9 @@ static int store_recover(struct kv_store *st)
 	if (rc < 0)
 		return rc;
 	rc = kv_index_scan_dirs(st->ix, recover_dir, st, &bad);
+	if (rc < 0)
+		return rc;
+	rc = recover_closed(st, lost);
 	if (rc < 0)
 		return rc;
 	rc = kv_index_scan_blocks(st->ix, lost ? recover_lost : recover_block,

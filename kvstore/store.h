@@ -33,7 +33,8 @@
  * reused.  kv_store_match holds the lock from the first probe to the last
  * pin, so no eviction can run in the middle of a match.
  *
- * Durability: a seal writes its record through RocksDB's WAL without fsync.
+ * Durability: a seal writes its record through RocksDB's WAL without fsync,
+ * and so does a writer's close (kv_store_closed) before the seal.
  * The pool lives in shared memory and dies with the machine anyway, so the
  * failure to survive is the death of the process, and the WAL is in the
  * kernel's page cache by then.  After a SIGKILL at any point, reopening
@@ -197,6 +198,26 @@ int kv_store_abort(struct kv_store *st, uint32_t wh);
  * the writer wrote again (a dup was closed, not the last descriptor).
  */
 int kv_store_closing(struct kv_store *st, uint32_t wh, bool closing);
+
+/*
+ * Close-to-open durability (index.h, close records): the writer's close
+ * (or fsync) of block wh is about to return 0, so its bytes as they are
+ * now must survive a crash of this process even though the seal or
+ * publication comes later (kvfs(7), Publication).  Records the block's
+ * size, CRC-32C and, for a staging block, the path it is to be published
+ * under (path_len bytes; NULL for a block with a name).  At the next
+ * open, a block whose slot still holds exactly those bytes is sealed
+ * (published, replacing an older file of the path, never a newer one);
+ * one written since is dropped.  The seal then records that CRC without
+ * reading the bytes again.  -EINVAL: not a block being written, or a
+ * staging block without a path; -EIO: the index write failed.
+ */
+int kv_store_closed(struct kv_store *st, uint32_t wh, const char *path,
+		    size_t path_len);
+/* the block changes after kv_store_closed (a write, a resize, an unlink
+ * of its path): its close record goes.  kv_store_write, kv_store_set_size
+ * and abort do this themselves; a writer through kv_store_wptr calls it. */
+int kv_store_reopened(struct kv_store *st, uint32_t wh);
 
 /* ---- reading ------------------------------------------------------- */
 

@@ -357,6 +357,7 @@ void blk_start(struct kv_store *st, uint32_t slot, uint32_t ns,
 	else
 		memset(b->parent, 0, KVFS_HASH_LEN);
 	b->staged = hash ? 0 : 1;
+	b->closed = 0;
 	b->ns = ns;
 	b->size = 0;
 	b->refs = 0;
@@ -425,6 +426,7 @@ int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 		return -EINVAL;
 	if (off > st->slot_size || len > st->slot_size - off)
 		return -EFBIG;
+	blk_unclose(st, b, wh);
 	memcpy((uint8_t *)kv_pool_slot(st->pool, wh) + off, buf, len);
 	if (off + len > b->size)
 		b->size = off + len;
@@ -444,7 +446,73 @@ int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size)
 		return -EINVAL;
 	if (size > st->slot_size)
 		return -EFBIG;
+	if (size != b->size)
+		blk_unclose(st, b, wh);
 	b->size = size;
+	return 0;
+}
+
+void blk_unclose(struct kv_store *st, struct blk *b, uint32_t slot)
+{
+	if (!b->closed)
+		return;
+	/* a failed delete leaves a record whose CRC no longer matches the
+	 * slot (or whose slot is reused): recovery drops such a record */
+	kv_index_del_closed(st->ix, slot);
+	b->closed = 0;
+}
+
+uint32_t blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot)
+{
+	return b->closed
+		       ? b->close_crc
+		       : kvfs_crc32c(0, kv_pool_slot(st->pool, slot), b->size);
+}
+
+int kv_store_closed(struct kv_store *st, uint32_t wh, const char *path,
+		    size_t path_len)
+{
+	struct blk *b = blk_writing(st, wh);
+	uint8_t key[KVFS_HASH_LEN];
+	struct kv_block_rec rec;
+	int rc;
+
+	if (!b || (b->staged == 1 && !path) || (path && !path_len))
+		return -EINVAL;
+	if (b->staged == 2)
+		return 0; /* its name went to another file: never sealed */
+	if (b->staged) {
+		rc = kvfs_path_key(path, path_len, key);
+		if (rc < 0)
+			return rc;
+	} else {
+		memcpy(key, b->hash, KVFS_HASH_LEN);
+		path = NULL;
+	}
+	memset(&rec, 0, sizeof(rec));
+	rec.slot = wh;
+	rec.size = b->size;
+	rec.checksum = kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rec.seal_ns = kvfs_wall_ns();
+	rec.has_parent = b->has_parent;
+	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
+	rec.path = path;
+	rec.path_len = path ? path_len : 0;
+	rc = kv_index_put_closed(st->ix, b->ns, key, &rec);
+	if (rc < 0)
+		return rc;
+	b->close_crc = rec.checksum;
+	b->closed = 1;
+	return 0;
+}
+
+int kv_store_reopened(struct kv_store *st, uint32_t wh)
+{
+	struct blk *b = blk_writing(st, wh);
+
+	if (!b)
+		return -EINVAL;
+	blk_unclose(st, b, wh);
 	return 0;
 }
 
@@ -465,6 +533,7 @@ void blk_abort(struct kv_store *st, uint32_t slot)
 
 	if (!st->blk[slot].staged)
 		tab_remove(st, slot);
+	blk_unclose(st, &st->blk[slot], slot);
 	st->blk[slot].closing_ns = 0;
 	pthread_cond_broadcast(&st->settled);
 	if (n)
@@ -482,6 +551,7 @@ void blk_sealed(struct kv_store *st, uint32_t slot,
 	b->checksum = rec->checksum;
 	b->seal_ns = rec->seal_ns;
 	b->state = BLK_SEALED;
+	b->closed = 0; /* its record went with the block record's put */
 	b->closing_ns = 0;
 	pthread_cond_broadcast(&st->settled);
 	n->s.writing--;
@@ -520,9 +590,7 @@ static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum =
-		crc ? *crc
-		    : kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rec.checksum = crc ? *crc : blk_seal_crc(st, b, wh);
 	rec.seal_ns = kvfs_wall_ns();
 	rec.has_parent = b->has_parent;
 	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);

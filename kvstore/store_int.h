@@ -61,7 +61,9 @@ struct blk {
 	uint8_t has_parent;
 	uint8_t staged; /* WRITING with no name yet (kv_store_create_staging):
 			 * not in the hash table */
-	uint8_t pad[4];
+	uint8_t closed; /* WRITING, and its close record is in the index
+			 * (kv_store_closed): close_crc is its bytes' CRC */
+	uint8_t pad[3];
 	uint32_t refs;
 	uint32_t gen;
 	uint64_t last_use;  /* st->tick at its last use */
@@ -73,6 +75,7 @@ struct blk {
 	uint32_t parent_slot; /* NIL unless counted in a parent */
 	uint32_t parent_gen;
 	uint32_t checksum;
+	uint32_t close_crc;
 	uint64_t size;
 	uint64_t seal_ns;
 	uint8_t parent[KVFS_HASH_LEN];
@@ -236,6 +239,13 @@ int open_recover_dir(struct kv_store *st, uint32_t ns, const char *path,
 int open_recover_file(struct kv_store *st, uint32_t slot, const char *path,
 		      size_t len);
 void open_free(struct kv_store *st);
+
+/* the close record of a WRITING block goes (a write after the close, an
+ * abort): called without the lock, or with it from blk_abort */
+void blk_unclose(struct kv_store *st, struct blk *b, uint32_t slot);
+/* the CRC a seal records: the close record's when the bytes have not
+ * changed since, else computed over the slot now */
+uint32_t blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot);
 
 /* store_match.c */
 void lease_sweep_locked(struct kv_store *st, uint64_t now);

@@ -353,7 +353,7 @@ int kv_store_publish(struct kv_store *st, uint32_t wh, const char *path,
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum = kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rec.checksum = blk_seal_crc(st, b, wh);
 	rec.seal_ns = kvfs_wall_ns();
 	rec.path = p;
 	rec.path_len = len;

@@ -322,6 +322,25 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	/* modes and owners are the daemon's (fs_stat_*): a change to them
+	 * cannot be kept, so on a shared mount it is refused (fs_mode_ok) */
+	if (fs->allow_other &&
+	    (to_set &
+	     (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+		rc = getattr_any(fs, ino, &st, &tmo);
+		if (rc == 0 &&
+		    (((to_set & FUSE_SET_ATTR_MODE) &&
+		      (attr->st_mode & 07777) != (st.st_mode & 07777)) ||
+		     ((to_set & FUSE_SET_ATTR_UID) &&
+		      attr->st_uid != st.st_uid) ||
+		     ((to_set & FUSE_SET_ATTR_GID) &&
+		      attr->st_gid != st.st_gid)))
+			rc = -EPERM;
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
 	if (inode_get(fs->it, ino, &in) == 0 && !in.writing &&
 	    !(to_set & FUSE_SET_ATTR_SIZE) &&
 	    (in.kind == INODE_DIR ||
@@ -548,6 +567,7 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
 	fs->gid = cfg->gid;
 	fs->layout = cfg->layout;
 	fs->writeback = cfg->writeback;
+	fs->allow_other = cfg->allow_other;
 	if (pthread_mutex_init(&fs->stage_lock, NULL)) {
 		free(fs);
 		return -ENOMEM;

@@ -39,7 +39,8 @@ struct kvfs_fs_config {
 	uid_t uid;		/* owner shown on every inode */
 	gid_t gid;
 	struct kvfsd_cluster *cluster; /* NULL: a single node */
-	bool writeback; /* the kernel's write-back cache (kvfsd(8)) */
+	bool writeback;	  /* the kernel's write-back cache (kvfsd(8)) */
+	bool allow_other; /* mounted for every user (fs_int.h fs_mode_ok) */
 };
 
 /* copies the strings in cfg */

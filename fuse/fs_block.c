@@ -314,6 +314,9 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 
 	/* only namespaces live in the root; .kvfs is the daemon's */
 	rc = parent < INODE_FIRST ? -EPERM : fs_layout_of(fs, parent, &ns);
+	/* published, it is 0644 (open) or 0444 (chain) whatever mode asks */
+	if (rc >= 0 && fs_mode_ok(fs, mode, 0644) < 0)
+		rc = -EPERM;
 	if (rc == KV_LAYOUT_OPEN) {
 		fs_open_create(req, parent, ns, name, fi);
 		return;

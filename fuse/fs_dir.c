@@ -119,6 +119,11 @@ void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	uint32_t ns;
 	int rc;
 
+	/* every directory is 0755, whatever mode asks */
+	if (fs_mode_ok(fs, mode, 0755) < 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	/* namespaces do not nest, and .kvfs is the daemon's; an open
 	 * namespace has directories of its own */
 	if (parent != INO_ROOT) {

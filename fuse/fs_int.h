@@ -136,6 +136,7 @@ struct kvfs_fs {
 	uint64_t start_ns; /* wall clock: the times of the directories */
 	unsigned layout;   /* of namespaces made by mkdir (enum kv_layout) */
 	bool writeback;	   /* the kernel caches writes (fs_init) */
+	bool allow_other;  /* every local user reads the mount (fs_mode_ok) */
 
 	/* open namespaces: files being written, by ino (fs_open.c) */
 	pthread_mutex_t stage_lock;
@@ -291,6 +292,20 @@ int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
 void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	      struct fuse_file_info *fi);
 void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/*
+ * On an allow_other mount every local user reads what kvfs serves, with
+ * the modes it reports, not the ones asked for: a create or mkdir whose
+ * mode would hide the entry from group or others (0600, 0700), or a
+ * chmod or chown to anything else than what it shows, would return 0 and
+ * leave the entry readable by all.  They are refused (EPERM) instead.
+ * gives: the mode kvfs reports for such an entry.
+ */
+static inline int fs_mode_ok(const struct kvfs_fs *fs, mode_t asked,
+			     mode_t gives)
+{
+	return fs->allow_other && (gives & ~asked & 0077) ? -EPERM : 0;
+}
 
 /* a file of an open namespace: writable, since a write makes a new
  * version (a chain block is 0444: immutable) */

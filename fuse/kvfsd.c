@@ -39,6 +39,7 @@
 
 struct daemon {
 	struct kvfsd_opts o;
+	bool allow_other; /* -o allow_other: every user reads the mount */
 	struct fuse_args args;
 	struct kv_store *st;
 	struct kvfs_fs *fs;
@@ -298,6 +299,7 @@ static int start_fs(struct daemon *d)
 		.gid = getegid(),
 		.cluster = d->cl,
 		.writeback = !d->o.writethrough,
+		.allow_other = d->allow_other,
 	};
 	int rc;
 
@@ -596,24 +598,24 @@ static int find_allow_other(void *data, const char *arg, int key,
  * each handler instead would leave any path forgotten open.  The scan
  * runs on a copy: fuse_opt_parse rewrites what it parses.
  */
-static int force_default_permissions(struct fuse_args *args)
+static int force_default_permissions(struct fuse_args *args, bool *other)
 {
 	static const struct fuse_opt opts[] = {
 		FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 		FUSE_OPT_END,
 	};
 	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
-	bool other = false;
 	int rc = 0;
 
+	*other = false;
 	for (int i = 0; i < args->argc && rc == 0; i++)
 		rc = fuse_opt_add_arg(&copy, args->argv[i]);
 	if (rc == 0)
-		rc = fuse_opt_parse(&copy, &other, opts, find_allow_other);
+		rc = fuse_opt_parse(&copy, other, opts, find_allow_other);
 	fuse_opt_free_args(&copy);
 	if (rc < 0)
 		return -ENOMEM;
-	if (other && fuse_opt_add_arg(args, "-odefault_permissions") < 0)
+	if (*other && fuse_opt_add_arg(args, "-odefault_permissions") < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -630,7 +632,7 @@ int main(int argc, char **argv)
 	kvfs_log_init("kvfsd", KVFS_LOG_INFO);
 	rc = kvfsd_opts_parse(&d.args, &d.o);
 	if (rc == 0)
-		rc = force_default_permissions(&d.args);
+		rc = force_default_permissions(&d.args, &d.allow_other);
 	if (rc == 0) {
 		if (d.o.cmd.debug)
 			kvfs_log_set_level(KVFS_LOG_DEBUG);

@@ -76,6 +76,38 @@ expect ENOENT "no block was made" "$FE" check "$B2" $SIZE
 expect OK "root's block is intact" "$FE" check "$B1" $SIZE
 expect 512 "block_tokens unchanged" "$FE" getx "$MNT/empty" user.kvfs.block_tokens
 
+# ---- modes and owners a shared mount cannot keep: EPERM, never 0 ------------
+"${PYTHON3:-python3}" - "$MNT" <<'PYEOF' || bad "modes kvfs cannot keep"
+import errno, os, sys
+m = sys.argv[1] + "/open"
+os.mkdir(m)
+os.setxattr(m, "user.kvfs.layout", b"open")
+def refused(what, fn, *a):
+    try:
+        fn(*a)
+    except OSError as e:
+        if e.errno == errno.EPERM:
+            print("ok   %s: EPERM" % what)
+            return
+        sys.exit("FAIL %s: %s" % (what, e))
+    sys.exit("FAIL %s: returned 0, and every user reads it" % what)
+refused("a create of mode 0600", os.open, m + "/private",
+        os.O_CREAT | os.O_WRONLY, 0o600)
+refused("a mkdir of mode 0700", os.mkdir, m + "/privdir", 0o700)
+fd = os.open(m + "/f", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x" * 100)
+os.close(fd)
+refused("chmod 0600", os.chmod, m + "/f", 0o600)
+refused("chown to another user", os.chown, m + "/f", 65534, -1)
+refused("chmod 0700 of a directory", os.chmod, m, 0o700)
+os.chmod(m + "/f", 0o644)  # what it is: nothing to refuse
+assert not os.path.exists(m + "/private")
+assert os.stat(m + "/f").st_mode & 0o777 == 0o644
+print("ok   a create of 0644 and a chmod to the mode shown work")
+os.unlink(m + "/f")
+os.rmdir(m)
+PYEOF
+
 # ---- root still does everything ------------------------------------------------
 expect OK "root sets block_tokens" \
 	"$FE" setx "$MNT/empty" user.kvfs.block_tokens 64

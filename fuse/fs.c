@@ -596,6 +596,7 @@ void kvfs_fs_free(struct kvfs_fs *fs)
 		return;
 	kvfs_fs_stop(fs);
 	fs_notify_free(fs);
+	fs_open_free(fs);
 	inode_table_free(fs->it);
 	pthread_mutex_destroy(&fs->stage_lock);
 	free(fs->mountpoint);

@@ -143,7 +143,7 @@ struct kvfs_fs {
 	struct kvfs_file *staging; /* list through kvfs_file.stage_next */
 	/* write opens of published names, and read opens of replaced
 	 * ones, sent back for a private inode (fs_open.c, "redirects"),
-	 * under stage_lock */
+	 * under stage_lock: as many as are sent back at once */
 	struct fs_redirect {
 		uint32_t ns;
 		pid_t tid;
@@ -153,8 +153,10 @@ struct kvfs_fs {
 		bool read;	/* a reader's: ref holds what ino stands for */
 		bool have_ref;
 		struct kv_ref ref;
-	} redirect[64];
-	struct fs_io io; /* fs_io.c */
+	} * redirect;
+	size_t redirect_n;   /* entries below the last one in use */
+	size_t redirect_cap; /* entries allocated */
+	struct fs_io io;     /* fs_io.c */
 };
 
 enum file_kind {
@@ -339,6 +341,8 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 			  struct kvfs_file *f, size_t size, off_t off);
 void fs_open_release_locked(struct kvfs_fs *fs, struct kvfs_file *f);
+/* the redirects' references and table, at the end */
+void fs_open_free(struct kvfs_fs *fs);
 void fs_open_unlink(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		    const char *name);
 void fs_open_mkdir(fuse_req_t req, fuse_ino_t parent, uint32_t ns,

@@ -57,6 +57,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,24 +141,41 @@ static void notify_path(struct kvfs_fs *fs, uint32_t ns, const char *path)
 /* ---- redirects (see the top) --------------------------------------- */
 
 #define REDIRECT_NS 2000000000ull /* how long the retry has, generously */
+/*
+ * The table grows (doubling from REDIRECT_MIN) rather than let a live
+ * entry go: each live one is an opener between its ESTALE and its retry,
+ * and the kernel retries only once, so an entry lost before the retry is
+ * an ESTALE the application sees (200 llama.cpp slot saves at once lost a
+ * quarter of them to a table of 64).  REDIRECT_MAX, far above any number
+ * of openers at once, only bounds what a flood of opens (each entry lives
+ * REDIRECT_NS) could make it hold: about 100 bytes an entry.
+ */
+#define REDIRECT_MIN 64
+#define REDIRECT_MAX 65536
 
 static bool redirect_live(const struct fs_redirect *r, uint64_t now)
 {
 	return r->at_ns && now - r->at_ns < REDIRECT_NS;
 }
 
-/* the live redirect of (ns, key) for tid; stage_lock held */
+static bool redirect_is(const struct fs_redirect *r, uint32_t ns,
+			const uint8_t *key, pid_t tid)
+{
+	return r->ns == ns && r->tid == tid &&
+	       memcmp(r->key, key, KVFS_HASH_LEN) == 0;
+}
+
+/* the live redirect of (ns, key) for tid (one at most: redirect_add);
+ * stage_lock held */
 static struct fs_redirect *redirect_find(struct kvfs_fs *fs, uint32_t ns,
 					 const uint8_t *key, pid_t tid)
 {
 	uint64_t now = kvfs_mono_ns();
 
-	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
-	     i++) {
+	for (size_t i = 0; i < fs->redirect_n; i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
-		if (redirect_live(r, now) && r->ns == ns && r->tid == tid &&
-		    memcmp(r->key, key, KVFS_HASH_LEN) == 0)
+		if (redirect_live(r, now) && redirect_is(r, ns, key, tid))
 			return r;
 	}
 	return NULL;
@@ -172,43 +190,84 @@ static void redirect_drop(struct kvfs_fs *fs, struct fs_redirect *r)
 	r->at_ns = 0;
 }
 
+/* the table at cap entries (entries past redirect_n are free); stage_lock */
+static int redirect_resize(struct kvfs_fs *fs, size_t cap)
+{
+	struct fs_redirect *t = realloc(fs->redirect, cap * sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	fs->redirect = t;
+	fs->redirect_cap = cap;
+	return 0;
+}
+
 /*
- * Remember (ns, key, tid).  With every entry live, the oldest gives way:
- * its opener's retry then finds no redirect, which costs a reader a rare
- * second ESTALE, and a writer under the write-back cache one too, but
- * never makes a writer share an inode (fs_open_write).
+ * Remember (ns, key, tid), in place of an earlier entry of the same
+ * (that opener has moved on to this open).  Only with REDIRECT_MAX
+ * entries live, or no memory to grow, does the oldest give way: its
+ * opener's retry then finds no redirect, which costs a reader a second
+ * ESTALE, and a writer under the write-back cache one too, but never
+ * makes a writer share an inode (fs_open_write).
  */
 static void redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
 			 pid_t tid, bool read)
 {
 	uint64_t now = kvfs_mono_ns();
-	struct fs_redirect *use = NULL, *oldest = NULL;
+	size_t i, free_at = SIZE_MAX, oldest = SIZE_MAX;
+	struct fs_redirect *use;
 
 	pthread_mutex_lock(&fs->stage_lock);
-	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
-	     i++) {
+	for (i = 0; i < fs->redirect_n; i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
-		if (redirect_live(r, now)) {
-			if (!oldest || r->at_ns < oldest->at_ns)
-				oldest = r;
+		if (redirect_live(r, now) && !redirect_is(r, ns, key, tid)) {
+			if (oldest == SIZE_MAX ||
+			    r->at_ns < fs->redirect[oldest].at_ns)
+				oldest = i;
 			continue;
 		}
 		redirect_drop(fs, r); /* every expired one, not only ours */
-		if (!use)
-			use = r;
+		if (free_at == SIZE_MAX)
+			free_at = i;
 	}
-	if (!use) {
-		use = oldest;
+	while (fs->redirect_n && !fs->redirect[fs->redirect_n - 1].at_ns)
+		fs->redirect_n--; /* the free tail */
+	/* a burst gone: give back what it grew (oldest stays below n) */
+	if (fs->redirect_cap > REDIRECT_MIN &&
+	    fs->redirect_n < fs->redirect_cap / 4)
+		redirect_resize(fs, fs->redirect_cap / 2);
+	if (free_at < fs->redirect_n) {
+		use = &fs->redirect[free_at];
+	} else if (fs->redirect_n < fs->redirect_cap ||
+		   (fs->redirect_cap < REDIRECT_MAX &&
+		    redirect_resize(fs, fs->redirect_cap
+						? 2 * fs->redirect_cap
+						: REDIRECT_MIN) == 0)) {
+		use = &fs->redirect[fs->redirect_n++];
+	} else if (oldest != SIZE_MAX) {
+		use = &fs->redirect[oldest];
 		redirect_drop(fs, use);
+	} else { /* no table at all (no memory): a second ESTALE, later */
+		pthread_mutex_unlock(&fs->stage_lock);
+		return;
 	}
+	memset(use, 0, sizeof(*use));
 	use->ns = ns;
 	use->tid = tid;
 	memcpy(use->key, key, KVFS_HASH_LEN);
-	use->ino = 0;
 	use->read = read;
 	use->at_ns = now ? now : 1;
 	pthread_mutex_unlock(&fs->stage_lock);
+}
+
+void fs_open_free(struct kvfs_fs *fs)
+{
+	for (size_t i = 0; i < fs->redirect_n; i++)
+		redirect_drop(fs, &fs->redirect[i]);
+	free(fs->redirect);
+	fs->redirect = NULL;
+	fs->redirect_n = fs->redirect_cap = 0;
 }
 
 int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino, struct kv_ref *ref,
@@ -219,8 +278,7 @@ int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino, struct kv_ref *ref,
 
 	*have_ref = false;
 	pthread_mutex_lock(&fs->stage_lock);
-	for (size_t i = 0; i < sizeof(fs->redirect) / sizeof(*fs->redirect);
-	     i++) {
+	for (size_t i = 0; i < fs->redirect_n; i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
 		if (!redirect_live(r, now) || r->ino != ino)

@@ -153,6 +153,10 @@ static void notify_path(struct kvfs_fs *fs, uint32_t ns, const char *path)
 #define REDIRECT_MIN 64
 #define REDIRECT_MAX 65536
 
+/* now is read under stage_lock, after every at_ns set so far: one read
+ * before the lock could be older than an entry added while it waited,
+ * which then looked expired (now - at_ns wraps) and was dropped before
+ * its retry */
 static bool redirect_live(const struct fs_redirect *r, uint64_t now)
 {
 	return r->at_ns && now - r->at_ns < REDIRECT_NS;
@@ -213,11 +217,12 @@ static int redirect_resize(struct kvfs_fs *fs, size_t cap)
 static void redirect_add(struct kvfs_fs *fs, uint32_t ns, const uint8_t *key,
 			 pid_t tid, bool read)
 {
-	uint64_t now = kvfs_mono_ns();
 	size_t i, free_at = SIZE_MAX, oldest = SIZE_MAX;
 	struct fs_redirect *use;
+	uint64_t now;
 
 	pthread_mutex_lock(&fs->stage_lock);
+	now = kvfs_mono_ns(); /* under the lock: see redirect_live */
 	for (i = 0; i < fs->redirect_n; i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 
@@ -273,11 +278,12 @@ void fs_open_free(struct kvfs_fs *fs)
 int fs_open_redirected(struct kvfs_fs *fs, fuse_ino_t ino, struct kv_ref *ref,
 		       bool *have_ref)
 {
-	uint64_t now = kvfs_mono_ns();
+	uint64_t now;
 	int found = 0;
 
 	*have_ref = false;
 	pthread_mutex_lock(&fs->stage_lock);
+	now = kvfs_mono_ns(); /* under the lock: see redirect_live */
 	for (size_t i = 0; i < fs->redirect_n; i++) {
 		struct fs_redirect *r = &fs->redirect[i];
 

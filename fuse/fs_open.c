@@ -39,7 +39,9 @@
  * with the name for a moment: the kernel retries the open once, looking
  * the name up again from the same thread, and that lookup alone gets a
  * private inode (entry timeout 0, so no other walk keeps it), which the
- * retried open then writes.  Should the retry come without the lookup,
+ * retried open then writes.  A second ESTALE would reach the opener, so
+ * every thread sent back is remembered until its retry, however many
+ * open at once (redirect_add).  Should the retry come without the lookup,
  * the write shares the old inode as a last resort (f->shared): its
  * attributes then stay the old version's until publication.  Not under
  * the write-back cache, where the kernel keeps a shared inode's size

@@ -797,6 +797,12 @@ static int map_one(struct req *r, const struct ns_arg *ns, const uint8_t *h)
 	rc = kv_store_get(r->srv->st, ns->id, h, &ref);
 	if (rc)
 		return rc;
+	/* not in the pool file a client maps (store.h, spilled): read it
+	 * through the mount */
+	if (ref.spilled) {
+		kv_store_put(r->srv->st, &ref);
+		return -EFBIG;
+	}
 	/* the reference keeps the block, so stat finds it unless it was
 	 * unlinked in between: then the name is gone, and so is the map */
 	rc = kv_store_stat(r->srv->st, ns->id, h, &bi);

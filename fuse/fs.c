@@ -356,10 +356,11 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 }
 
 /*
- * The pool as a file system: 4 KiB fragments, f_bsize the slot (the I/O
- * size that fills one block), one "inode" per slot.  bfree counts empty
- * slots; bavail what a writer can get, since allocation evicts: every slot
- * not referenced and not being written.
+ * The pool as a file system: 4 KiB blocks, the capacity in bytes
+ * (store.h: a block in a slot counts a slot, a spilled one its size), one
+ * "inode" per slot.  bfree is what no block holds; bavail what a writer
+ * can get, since allocation evicts: all but what is referenced or being
+ * written (counted a slot each).
  */
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
@@ -373,13 +374,14 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 		return;
 	}
 	per = s.slot_size / 4096;
-	busy = s.pinned + s.total.writing;
+	busy = (s.pinned + s.total.writing) * per;
 	memset(&v, 0, sizeof(v));
 	v.f_bsize = 4096;
 	v.f_frsize = 4096;
-	v.f_blocks = s.slots_total * per;
-	v.f_bfree = s.slots_free * per;
-	v.f_bavail = (busy < s.slots_total ? s.slots_total - busy : 0) * per;
+	v.f_blocks = s.capacity / 4096;
+	v.f_bfree = (s.capacity - (s.used < s.capacity ? s.used : s.capacity)) /
+		    4096;
+	v.f_bavail = busy < v.f_blocks ? v.f_blocks - busy : 0;
 	v.f_files = s.slots_total;
 	v.f_ffree = s.slots_free;
 	v.f_favail = s.slots_free;

@@ -188,18 +188,16 @@ int fs_resize_locked(struct kvfs_fs *fs, struct kvfs_file *f, uint64_t size,
 		     bool zero)
 {
 	uint8_t *p;
-	int rc;
+	int rc, fd;
 
-	if (size > kv_store_slot_size(fs->st))
-		return -EFBIG;
-	p = kv_store_wptr(fs->st, f->wh);
-	if (!p)
-		return -EIO;
-	if (zero && size > f->size)
-		memset(p + f->size, 0, size - f->size);
+	/* past the slot it spills, and a spill file grows with zeros */
 	rc = kv_store_set_size(fs->st, f->wh, size);
+	if (rc == 0)
+		rc = kv_store_wtarget(fs->st, f->wh, (void **)&p, &fd);
 	if (rc < 0)
 		return rc;
+	if (p && zero && size > f->size)
+		memset(p + f->size, 0, size - f->size);
 	f->size = size;
 	/* a new version of a published file shares its inode with the old
 	 * one's readers: the attributes stay theirs until publication */
@@ -355,11 +353,11 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 {
 	struct kvfs_fs *fs = fs_of(req);
 	struct kvfs_file *f = file_of(fi);
-	uint64_t slot = kv_store_slot_size(fs->st);
 	size_t len = fuse_buf_size(in);
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(len);
 	ssize_t n = 0;
-	int rc = 0;
+	void *mem = NULL;
+	int rc = 0, fd = -1;
 
 	if (f->kind != FILE_WRITE) {
 		fuse_reply_err(req, EBADF);
@@ -381,12 +379,29 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		rc = -EPERM; /* sealed: this descriptor outlived the seal */
 	else if (f->err)
 		rc = f->err;
-	else if (off < 0 || (uint64_t)off > slot || len > slot - (uint64_t)off)
-		rc = f->err = -EFBIG; /* and the block is never sealed */
-	else if ((uint64_t)off > f->size)
+	else if (off < 0)
+		rc = -EINVAL;
+	/* room for it, before the hole below: past the slot the file
+	 * spills into a file of its own (store.h), which the pool's
+	 * capacity is charged for.  An error here (ENOSPC, EFBIG past the
+	 * capacity) is this write's, and the file is never published */
+	if (rc == 0)
+		rc = kv_store_wreserve(fs->st, f->wh, (uint64_t)off + len);
+	if (rc == 0 && (uint64_t)off > f->size)
 		rc = fs_resize_locked(fs, f, (uint64_t)off, true);
+	if (rc == 0)
+		rc = kv_store_wtarget(fs->st, f->wh, &mem, &fd);
+	if (rc < 0 && rc != -EINVAL && !f->err)
+		f->err = rc;
 	if (rc == 0) {
-		out.buf[0].mem = (uint8_t *)kv_store_wptr(fs->st, f->wh) + off;
+		if (mem) {
+			out.buf[0].mem = (uint8_t *)mem + off;
+		} else {
+			/* spliced from /dev/fuse where libfuse can */
+			out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			out.buf[0].fd = fd;
+			out.buf[0].pos = off;
+		}
 		n = fuse_buf_copy(&out, in, 0);
 		if (n < 0)
 			rc = f->err = (int)n;
@@ -401,7 +416,7 @@ void fs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	 * waits for this answer but the page cache, which would turn an
 	 * error into EIO at the next close.  The file is never published either
 	 * way (f->err), and the flush of close(2), or fsync(2), reports the
-	 * error itself: EFBIG for a file longer than a slot.
+	 * error itself: ENOSPC, or EFBIG for a file bigger than the pool.
 	 */
 	if (rc < 0 && fi->writepage && !f->done) {
 		if (!f->err)

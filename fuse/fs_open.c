@@ -670,8 +670,8 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		pthread_mutex_lock(&f->lock);
 		rc = fs_resize_locked(fs, f, ref.size, false);
 		if (rc == 0)
-			memcpy(kv_store_wptr(fs->st, f->wh), ref.data,
-			       ref.size);
+			rc = kv_store_write(fs->st, f->wh, 0, ref.data,
+					    ref.size);
 		pthread_mutex_unlock(&f->lock);
 		kv_store_put(fs->st, &ref);
 		if (rc < 0) {
@@ -692,18 +692,28 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 void fs_open_read_staging(fuse_req_t req, struct kvfs_fs *fs,
 			  struct kvfs_file *f, size_t size, off_t off)
 {
-	const uint8_t *p;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+	void *p = NULL;
 	size_t n = 0;
+	int fd = -1;
 
 	pthread_mutex_lock(&f->lock);
-	p = f->done ? NULL : kv_store_wptr(fs->st, f->wh);
-	if (p && off >= 0 && (uint64_t)off < f->size) {
+	if (!f->done && kv_store_wtarget(fs->st, f->wh, &p, &fd) == 0 &&
+	    off >= 0 && (uint64_t)off < f->size) {
 		n = f->size - (uint64_t)off;
 		if (n > size)
 			n = size;
 	}
 	/* under the lock: the writer's next write must not race the copy */
-	fuse_reply_buf(req, n ? (const char *)p + off : NULL, n);
+	bv.buf[0].size = n;
+	if (p) {
+		bv.buf[0].mem = (uint8_t *)p + off;
+	} else if (n) {
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = fd;
+		bv.buf[0].pos = off;
+	}
+	fuse_reply_data(req, &bv, 0);
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -205,6 +205,7 @@ static int open_store(struct daemon *d)
 		.index_dir = d->o.index_dir,
 		.slot_size = d->o.slot_size,
 		.nslots = d->o.slots,
+		.capacity = d->o.capacity,
 		.lease_ms = d->o.lease_ms,
 		.reformat = d->o.reformat,
 		.prealloc = d->o.prealloc,

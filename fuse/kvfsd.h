@@ -50,6 +50,7 @@ struct kvfsd_opts {
 	char *pool_o;
 	char *ctl_o;
 	char *slot_size_o;
+	char *capacity_o;
 	char *slots_o;
 	char *block_tokens_o;
 	char *layout_o;
@@ -92,6 +93,7 @@ struct kvfsd_opts {
 	char *pool_path;
 	char *ctl_path;
 	uint64_t slot_size;
+	uint64_t capacity; /* 0: slots * slot_size (store.h) */
 	uint32_t slots;
 	uint32_t block_tokens;
 	unsigned layout; /* of namespaces made by mkdir (enum kv_layout) */

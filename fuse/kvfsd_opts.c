@@ -38,6 +38,7 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("pool=%s", pool_o),
 	KOPT("ctl=%s", ctl_o),
 	KOPT("slot_size=%s", slot_size_o),
+	KOPT("capacity=%s", capacity_o),
 	KOPT("slots=%s", slots_o),
 	KOPT("block_tokens=%s", block_tokens_o),
 	KOPT("layout=%s", layout_o),
@@ -111,12 +112,15 @@ void kvfsd_usage(FILE *fp)
 	      "                     ~/.local/state/kvfs/MOUNT)\n"
 	      "  pool=PATH          pool file (default\n"
 	      "                     /dev/shm/kvfs-HASH.pool, HASH of DIR)\n"
-	      "  slot_size=BYTES    bytes per slot: the largest block; a\n"
-	      "                     multiple of 4096, K/M/G suffixes (default\n"
-	      "                     the existing pool's, else 2M)\n"
+	      "  slot_size=BYTES    bytes per slot; a bigger file spills\n"
+	      "                     into a file of its own; a multiple of\n"
+	      "                     4096, K/M/G suffixes (default the\n"
+	      "                     existing pool's, else 2M)\n"
 	      "  slots=N            blocks the pool holds (default the\n"
 	      "                     existing pool's, else min(1024, half the\n"
 	      "                     free space of /dev/shm / slot_size))\n"
+	      "  capacity=BYTES     bytes all files may hold, slots and\n"
+	      "                     spilled files (default slots * slot_size)\n"
 	      "  block_tokens=N     tokens per block of a new namespace (512)\n"
 	      "  layout=open|chain  layout of a namespace made by mkdir "
 	      "(open)\n"
@@ -225,6 +229,7 @@ void kvfsd_opts_free(struct kvfsd_opts *o)
 	free(o->pool_o);
 	free(o->ctl_o);
 	free(o->slot_size_o);
+	free(o->capacity_o);
 	free(o->slots_o);
 	free(o->block_tokens_o);
 	free(o->layout_o);
@@ -358,6 +363,13 @@ static int parse_numbers(struct kvfsd_opts *o)
 					o->slot_size_o);
 			return -EINVAL;
 		}
+	}
+	if (o->capacity_o) {
+		rc = cli_parse_size(NULL, "-o capacity", o->capacity_o,
+				    KV_POOL_SLOT_ALIGN, 1ull << 50,
+				    &o->capacity);
+		if (rc < 0)
+			return rc;
 	}
 	if (o->slots_o) {
 		rc = cli_parse_size(NULL, "-o slots", o->slots_o, 1,
@@ -739,6 +751,23 @@ static int pool_size(struct kvfsd_opts *o)
 			 "a pool of %u slots of %llu bytes exceeds "
 			 "the %llu bytes free for %s; give fewer -o slots",
 			 o->slots, (unsigned long long)o->slot_size,
+			 (unsigned long long)room, o->pool_path);
+		return -ENOSPC;
+	}
+	if (o->capacity && o->capacity < o->slot_size) {
+		cli_usage_error(NULL,
+				"-o capacity: %llu is less than one slot "
+				"(%llu bytes)",
+				(unsigned long long)o->capacity,
+				(unsigned long long)o->slot_size);
+		return -EINVAL;
+	}
+	/* the same for files that spill: more than tmpfs holds would end
+	 * in ENOSPC from tmpfs rather than an eviction */
+	if (o->capacity > room) {
+		cli_fail(NULL, 0,
+			 "-o capacity=%llu exceeds the %llu bytes free for %s",
+			 (unsigned long long)o->capacity,
 			 (unsigned long long)room, o->pool_path);
 		return -ENOSPC;
 	}
@@ -1223,6 +1252,19 @@ int kvfsd_discard(struct kvfsd_opts *o)
 		return -EBUSY;
 	}
 	if (fd >= 0) {
+		char *spill = malloc(strlen(o->pool_path) + 3);
+
+		/* its spill files (pool.h): a directory of ours, or nothing */
+		if (spill) {
+			sprintf(spill, "%s.d", o->pool_path);
+			if (lstat(spill, &st) == 0 && S_ISDIR(st.st_mode) &&
+			    st.st_uid == geteuid()) {
+				rm_tree(spill);
+				printf("removed %s\n", spill);
+				n++;
+			}
+			free(spill);
+		}
 		if (unlink(o->pool_path) == 0) {
 			printf("removed %s\n", o->pool_path);
 			n++;

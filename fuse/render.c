@@ -129,7 +129,8 @@ int render_ns_list_json(struct kv_store *st, struct kvfs_buf *b)
 }
 
 /*
- * {"pool":{"slots":N,"slots_free":N,"slot_size":N,"bytes":N},
+ * {"pool":{"slots":N,"slots_free":N,"slot_size":N,"bytes":N,"used":N,
+ *           "spilled":N},
  *  "blocks":N,"bytes":N,"writing":N,"hits":N,"misses":N,"hit_rate":X,
  *  "evictions":N,"seals":N,"removed":N,"leases":N,"pinned":N,
  *  "recovered":N,"recovery_dropped":N,"namespaces":[NSOBJ,...]}
@@ -153,13 +154,15 @@ int render_stats_json_extra(struct kv_store *st, const char *extra, char **out,
 	rc = kv_store_stats(st, &s);
 	if (rc < 0)
 		return rc;
-	kvfs_buf_printf(&b,
-			"{\"pool\":{\"slots\":%llu,\"slots_free\":%llu,"
-			"\"slot_size\":%llu,\"bytes\":%llu},",
-			(unsigned long long)s.slots_total,
-			(unsigned long long)s.slots_free,
-			(unsigned long long)s.slot_size,
-			(unsigned long long)(s.slots_total * s.slot_size));
+	kvfs_buf_printf(
+		&b,
+		"{\"pool\":{\"slots\":%llu,\"slots_free\":%llu,"
+		"\"slot_size\":%llu,\"bytes\":%llu,\"used\":%llu,"
+		"\"spilled\":%llu},",
+		(unsigned long long)s.slots_total,
+		(unsigned long long)s.slots_free,
+		(unsigned long long)s.slot_size, (unsigned long long)s.capacity,
+		(unsigned long long)s.used, (unsigned long long)s.spilled);
 	json_counters(&b, &s.total);
 	kvfs_buf_printf(&b,
 			",\"leases\":%llu,\"pinned\":%llu,\"recovered\":%llu,"

@@ -57,7 +57,7 @@ void kv_index_encode_block(const struct kv_block_rec *rec,
 {
 	memset(out, 0, KV_INDEX_BLOCK_REC_LEN);
 	out[0] = 1;
-	out[1] = rec->has_parent ? 1 : 0;
+	out[1] = (rec->has_parent ? 1 : 0) | (rec->spilled ? 2 : 0);
 	kv_put_le32(out + 4, rec->slot);
 	kv_put_le64(out + 8, rec->size);
 	kv_put_le32(out + 16, rec->checksum);
@@ -70,7 +70,7 @@ int kv_index_decode_block(const void *buf, size_t len, struct kv_block_rec *rec)
 {
 	const uint8_t *p = buf;
 
-	if (!buf || !rec || len < KV_INDEX_BLOCK_REC_LEN || (p[1] & ~1u))
+	if (!buf || !rec || len < KV_INDEX_BLOCK_REC_LEN || (p[1] & ~3u))
 		return -EINVAL;
 	if (p[0] == 1 && len == KV_INDEX_BLOCK_REC_LEN) {
 		rec->path = NULL;
@@ -86,6 +86,7 @@ int kv_index_decode_block(const void *buf, size_t len, struct kv_block_rec *rec)
 		return -EINVAL;
 	}
 	rec->has_parent = p[1] & 1;
+	rec->spilled = (p[1] & 2) != 0;
 	rec->slot = kv_get_le32(p + 4);
 	rec->size = kv_get_le64(p + 8);
 	rec->checksum = kv_get_le32(p + 16);

@@ -35,7 +35,8 @@
  *
  *   offset  size  field
  *   0       1     record version (1)
- *   1       1     flags: bit 0 = has parent
+ *   1       1     flags: bit 0 = has parent, bit 1 = spilled (its
+ *                 bytes are in the slot's spill file, pool.h)
  *   2       2     reserved, 0
  *   4       4     slot in the pool
  *   8       8     size in bytes
@@ -95,6 +96,7 @@ struct kv_block_rec {
 	uint64_t size;
 	uint64_t seal_ns;
 	bool has_parent;
+	bool spilled; /* bytes in the slot's spill file (pool.h) */
 	uint8_t parent[KVFS_HASH_LEN];
 	/* an open-namespace file's path (not NUL-terminated), or NULL; from
 	 * a scan, it points into the record and lives as long as the call */

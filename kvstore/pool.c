@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -37,6 +39,7 @@ struct kv_pool {
 	bool formatted;
 	uint8_t uuid[KV_POOL_UUID_LEN];
 	char *path;
+	int spill_fd; /* the spill directory (pool.h), O_PATH-like: openat */
 
 	/*
 	 * Free slots as a stack, with each slot's position in it so that
@@ -308,6 +311,168 @@ static int pool_trusted(int fd, const char *path, mode_t mode)
 	return 0;
 }
 
+/* ---- spill files (pool.h) ------------------------------------------ */
+
+/* remove the files of the spill directory that keep does not want (all,
+ * with keep NULL) */
+static int spill_sweep(int dfd, bool (*keep)(uint32_t slot, void *arg),
+		       void *arg)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long slot = strtoul(de->d_name, &end, 16);
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (keep && !*end && end - de->d_name == 8 &&
+		    slot < UINT32_MAX && keep((uint32_t)slot, arg))
+			continue;
+		if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT) {
+			closedir(d);
+			return -errno;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+int kv_pool_spill_sweep(struct kv_pool *p,
+			bool (*keep)(uint32_t slot, void *arg), void *arg)
+{
+	if (!p || !keep)
+		return -EINVAL;
+	return p->spill_fd < 0 ? 0 : spill_sweep(p->spill_fd, keep, arg);
+}
+
+/*
+ * PATH.d: made by us (when create, at the first spill: a pool that never
+ * spills leaves nothing beside its file), or adopted only when it is a
+ * directory (not a link) that we own and nobody else may write to, for
+ * the same reason as the pool file itself: spill files are blocks'
+ * bytes.  0 with no directory (absent, not create); p->lock held or
+ * not yet shared.
+ */
+static int spill_open(struct kv_pool *p, bool create)
+{
+	size_t len = strlen(p->path) + 3;
+	char *dir = malloc(len);
+	struct stat st;
+	int rc = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	snprintf(dir, len, "%s.d", p->path);
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		rc = -errno;
+	if (rc == 0) {
+		p->spill_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						O_CLOEXEC);
+		if (p->spill_fd < 0)
+			rc = errno == ENOENT && !create ? 1 : -errno;
+	}
+	if (rc == 1) {
+		free(dir);
+		return 0;
+	}
+	if (rc == 0 && fstat(p->spill_fd, &st) < 0)
+		rc = -errno;
+	if (rc == 0 && (st.st_uid != geteuid() || (st.st_mode & 0022))) {
+		kvfs_err("spill directory %s: not ours alone (owner %u, mode "
+			 "%o): refused",
+			 dir, (unsigned)st.st_uid,
+			 (unsigned)(st.st_mode & 07777));
+		rc = -EPERM;
+	}
+	if (rc == 0 && p->formatted && !create)
+		rc = spill_sweep(p->spill_fd, NULL, NULL);
+	if (rc < 0 && rc != -EPERM)
+		kvfs_err("spill directory %s: %s", dir, strerror(-rc));
+	if (rc < 0 && p->spill_fd >= 0) {
+		close(p->spill_fd);
+		p->spill_fd = -1;
+	}
+	free(dir);
+	return rc;
+}
+
+static void spill_name(char name[16], uint32_t slot)
+{
+	snprintf(name, 16, "%08x", slot);
+}
+
+int kv_pool_spill_open(struct kv_pool *p, uint32_t slot, bool create)
+{
+	char name[16];
+	struct stat st;
+	int fd;
+
+	if (!p || slot >= p->nslots)
+		return -EINVAL;
+	spill_name(name, slot);
+	if (create && p->spill_fd < 0) {
+		pthread_mutex_lock(&p->lock);
+		fd = p->spill_fd < 0 ? spill_open(p, true) : 0;
+		pthread_mutex_unlock(&p->lock);
+		if (fd < 0)
+			return fd;
+	}
+	if (p->spill_fd < 0)
+		return -ENOENT;
+	if (create) {
+		/* a file left by a block that is gone (a crash) */
+		if (unlinkat(p->spill_fd, name, 0) < 0 && errno != ENOENT)
+			return -errno;
+		fd = openat(p->spill_fd, name,
+			    O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		return fd < 0 ? -errno : fd;
+	}
+	fd = openat(p->spill_fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid() || st.st_nlink != 1) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+int kv_pool_spill_remove(struct kv_pool *p, uint32_t slot)
+{
+	char name[16];
+
+	if (!p || slot >= p->nslots)
+		return -EINVAL;
+	if (p->spill_fd < 0)
+		return 0;
+	spill_name(name, slot);
+	return unlinkat(p->spill_fd, name, 0) < 0 && errno != ENOENT ? -errno
+								     : 0;
+}
+
+int kv_pool_punch(struct kv_pool *p, uint32_t slot)
+{
+	if (!p || slot >= p->nslots)
+		return -EINVAL;
+	if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)kv_pool_slot_offset(p, slot),
+		      (off_t)p->slot_size) < 0)
+		return -errno;
+	return 0;
+}
+
 int kv_pool_open(const char *path, const struct kv_pool_geom *g, unsigned flags,
 		 struct kv_pool **out)
 {
@@ -329,6 +494,7 @@ int kv_pool_open_mode(const char *path, const struct kv_pool_geom *g,
 		return -ENOMEM;
 	p->slot_size = g->slot_size;
 	p->nslots = g->nslots;
+	p->spill_fd = -1;
 	p->path = strdup(path);
 	if (!p->path) {
 		rc = -ENOMEM;
@@ -371,9 +537,15 @@ int kv_pool_open_mode(const char *path, const struct kv_pool_geom *g,
 	rc = pool_lists_init(p);
 	if (rc < 0)
 		goto out_unmap;
+	rc = spill_open(p, false);
+	if (rc < 0)
+		goto out_spill;
 	*out = p;
 	return 0;
 
+out_spill:
+	if (p->spill_fd >= 0)
+		close(p->spill_fd);
 out_unmap:
 	if (p->base)
 		munmap(p->base, p->map_len);
@@ -392,6 +564,17 @@ void kv_pool_close(struct kv_pool *p)
 	if (!p)
 		return;
 	munmap(p->base, p->map_len);
+	if (p->spill_fd >= 0) {
+		char *dir = malloc(strlen(p->path) + 3);
+
+		close(p->spill_fd);
+		/* gone when empty: nothing beside the pool file to remove */
+		if (dir) {
+			sprintf(dir, "%s.d", p->path);
+			rmdir(dir);
+			free(dir);
+		}
+	}
 	close(p->fd); /* releases the flock */
 	pthread_mutex_destroy(&p->lock);
 	free(p->stack);

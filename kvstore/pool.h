@@ -36,6 +36,15 @@
  * or without KV_POOL_REFORMAT.  Someone else's pool could have its
  * sealed blocks rewritten behind the daemon's back.
  *
+ * Spill files.  A file bigger than a slot keeps its slot number as its
+ * id, and its bytes in a file of their own, PATH.d/<slot as 8 hex
+ * digits>, on the same tmpfs: the directory is made 0700 at the first
+ * spill (or adopted only when it is a directory, not a link, that our
+ * euid owns and nobody else may write), emptied whenever the pool is
+ * formatted, removed at close when empty, and each file is created
+ * O_EXCL and never opened through a link.  The
+ * slot's own pages are punched out (kv_pool_punch) while it spills.
+ *
  * Thread safety: alloc/free/reserve/nfree take the pool's mutex and may be
  * called from any thread; slot pointers are stable for the pool's life.
  */
@@ -126,5 +135,19 @@ int kv_pool_free(struct kv_pool *p, uint32_t slot);
 /* mark a given slot used (recovery). -EINVAL out of range, -EBUSY used. */
 int kv_pool_reserve(struct kv_pool *p, uint32_t slot);
 uint32_t kv_pool_nfree(struct kv_pool *p);
+
+/* slot's spill file (above): a new empty one (create; any file left
+ * under its name goes first) or the one there is.  Returns the
+ * descriptor (O_RDWR, close-on-exec) or -errno; -EPERM for a file that
+ * is not a regular file of ours with one link. */
+int kv_pool_spill_open(struct kv_pool *p, uint32_t slot, bool create);
+/* remove slot's spill file; 0 when there is none */
+int kv_pool_spill_remove(struct kv_pool *p, uint32_t slot);
+/* remove every spill file whose slot keep does not claim (recovery: a
+ * file being written when the last owner died) */
+int kv_pool_spill_sweep(struct kv_pool *p,
+			bool (*keep)(uint32_t slot, void *arg), void *arg);
+/* give the slot's pages back to tmpfs (its bytes read as zeros) */
+int kv_pool_punch(struct kv_pool *p, uint32_t slot);
 
 #endif /* KVFS_POOL_H */

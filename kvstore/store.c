@@ -111,18 +111,26 @@ static const char *recover_check(struct kv_store *st, uint32_t ns,
 {
 	if (!store_ns_get(st, ns))
 		return "unknown namespace";
+	uint32_t crc;
+
 	if (rec->slot >= st->nslots)
 		return "slot out of range";
-	if (rec->size > st->slot_size)
+	if (rec->size > st->slot_size && !rec->spilled)
 		return "size larger than a slot";
 	if (tab_find(st, ns, hash) != NIL)
 		return "duplicate record";
 	if (kv_pool_reserve(st->pool, rec->slot) < 0)
 		return "slot claimed twice";
-	if (kvfs_crc32c(0, kv_pool_slot(st->pool, rec->slot), rec->size) !=
-	    rec->checksum) {
+	if (blk_bytes_crc(st, rec->slot, rec->spilled, -1, rec->size, &crc) <
+		    0 ||
+	    crc != rec->checksum) {
 		kv_pool_free(st->pool, rec->slot);
 		return "checksum mismatch";
+	}
+	st->blk[rec->slot].size = rec->size;
+	if (rec->spilled && blk_spill_attach(st, rec->slot) < 0) {
+		kv_pool_free(st->pool, rec->slot);
+		return "spill file unreadable";
 	}
 	return NULL;
 }
@@ -153,6 +161,10 @@ static int recover_block(uint32_t ns, const uint8_t hash[KVFS_HASH_LEN],
 	b->checksum = rec->checksum;
 	b->seal_ns = rec->seal_ns;
 	b->state = BLK_SEALED;
+	/* over the capacity, if it was lowered: later writes evict */
+	b->charged = rec->spilled ? (rec->size + 4095) & ~(uint64_t)4095
+				  : st->slot_size;
+	st->used += b->charged;
 	tab_insert(st, rec->slot);
 	if (rec->path) {
 		int rc = open_recover_file(st, rec->slot, rec->path,
@@ -313,10 +325,14 @@ static const char *closed_check(struct kv_store *st, const struct closed *c)
 		return "unknown namespace";
 	if (c->path && n->layout != KV_LAYOUT_OPEN)
 		return "a path in a chain namespace";
-	if (c->rec.slot >= st->nslots || c->rec.size > st->slot_size)
+	uint32_t crc;
+
+	if (c->rec.slot >= st->nslots ||
+	    (c->rec.size > st->slot_size && !c->rec.spilled))
 		return "slot or size out of range";
-	if (kvfs_crc32c(0, kv_pool_slot(st->pool, c->rec.slot), c->rec.size) !=
-	    c->rec.checksum)
+	if (blk_bytes_crc(st, c->rec.slot, c->rec.spilled, -1, c->rec.size,
+			  &crc) < 0 ||
+	    crc != c->rec.checksum)
 		return "written again after its close";
 	if (kv_index_get_block(st->ix, c->ns, c->hash, &old) == 0) {
 		if (old.slot == c->rec.slot)
@@ -370,6 +386,14 @@ static int recover_closed(struct kv_store *st, bool lost)
 	return rc;
 }
 
+/* a spill file is kept when its slot holds a spilled sealed block */
+static bool spill_kept(uint32_t slot, void *arg)
+{
+	struct kv_store *st = arg;
+
+	return slot < st->nslots && st->blk[slot].spilled;
+}
+
 static int store_recover(struct kv_store *st)
 {
 	struct recover r = { .st = st };
@@ -404,6 +428,9 @@ static int store_recover(struct kv_store *st)
 		kvfs_warn("recovery: %llu sealed blocks failed verification "
 			  "and were dropped",
 			  (unsigned long long)st->recovery_dropped);
+	rc = kv_pool_spill_sweep(st->pool, spill_kept, st);
+	if (rc < 0)
+		kvfs_warn("recovery: sweeping spill files: %s", strerror(-rc));
 	return recover_lists(st);
 }
 
@@ -466,6 +493,8 @@ int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out)
 		goto out_free;
 	st->nslots = g.nslots;
 	st->slot_size = g.slot_size;
+	st->capacity = cfg->capacity ? cfg->capacity
+				     : (uint64_t)g.nslots * g.slot_size;
 	rc = kv_index_open(cfg->index_dir, &st->ix);
 	if (rc < 0)
 		goto out_pool;
@@ -747,6 +776,9 @@ int kv_store_stats(struct kv_store *st, struct kv_store_stats *out)
 	out->slots_total = st->nslots;
 	out->slots_free = kv_pool_nfree(st->pool);
 	out->slot_size = st->slot_size;
+	out->capacity = st->capacity;
+	out->used = st->used;
+	out->spilled = st->spilled;
 	out->leases = st->nleases;
 	out->pinned = st->pinned;
 	out->recovered = st->recovered;

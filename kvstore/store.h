@@ -60,6 +60,9 @@ struct kv_store_config {
 	const char *index_dir; /* RocksDB directory, created when absent */
 	uint64_t slot_size;    /* bytes per block slot, multiple of 4096 */
 	uint32_t nslots;       /* blocks the pool holds */
+	uint64_t capacity;     /* bytes the blocks may hold in all: a block
+				* in a slot counts slot_size, a spilled one
+				* its size; 0 means nslots * slot_size */
 	uint32_t lease_ms;     /* default match lease; 0 means 10000 */
 	bool reformat;	       /* format pool and index anew if they differ */
 	bool prealloc;	       /* take the pool's pages at open (pool.h) */
@@ -84,9 +87,12 @@ struct kv_store_stats {
 	uint64_t slots_total;
 	uint64_t slots_free; /* not holding a sealed or writing block */
 	uint64_t slot_size;
-	uint64_t leases;	   /* live match leases */
-	uint64_t pinned;	   /* sealed blocks with refs > 0 */
-	uint64_t recovered;	   /* sealed blocks found valid at open */
+	uint64_t capacity;  /* bytes (kv_store_config) */
+	uint64_t used;	    /* of them, charged to blocks */
+	uint64_t spilled;   /* blocks bigger than a slot, in spill files */
+	uint64_t leases;    /* live match leases */
+	uint64_t pinned;    /* sealed blocks with refs > 0 */
+	uint64_t recovered; /* sealed blocks found valid at open */
 	uint64_t recovery_dropped; /* records dropped at open (bad checksum,
 				    * slot out of range or reused, lost pool) */
 };
@@ -104,12 +110,18 @@ struct kv_block_info {
 	uint8_t parent[KVFS_HASH_LEN];
 };
 
-/* a reference from kv_store_get: data stays valid until kv_store_put */
+/* a reference from kv_store_get: data stays valid until kv_store_put;
+ * size may exceed the slot size (a spilled block, mapped from its
+ * spill file) */
 struct kv_ref {
 	const void *data;
 	uint64_t size;
 	uint32_t slot;
 	uint32_t gen; /* guards against a stale or double put */
+	/* data is a mapping of the slot's spill file, not the slot: what
+	 * maps or registers the pool (libkvfs, rdma) or sends a slot's
+	 * worth (the peer protocol) cannot take it */
+	bool spilled;
 };
 
 int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out);
@@ -171,13 +183,30 @@ int kv_store_ns_foreach(struct kv_store *st,
 int kv_store_create(struct kv_store *st, uint32_t ns,
 		    const uint8_t hash[KVFS_HASH_LEN], const uint8_t *parent,
 		    uint32_t *wh);
-/* copy len bytes at off into the block; -EFBIG past the slot's end */
+/* copy len bytes at off into the block, spilling it past its slot
+ * (kv_store_wreserve's errors) */
 int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 		   const void *buf, size_t len);
 /* the slot itself, for zero-copy writers; the size is then declared with
- * kv_store_set_size.  NULL for a bad handle. */
+ * kv_store_set_size.  NULL for a bad handle, and for a spilled block. */
 void *kv_store_wptr(struct kv_store *st, uint32_t wh);
+/* the declared size; growing it reads as zeros past the bytes written,
+ * spilling past the slot (kv_store_wreserve's errors) */
 int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size);
+/*
+ * Files bigger than a slot.  Make block wh able to hold bytes [0, end):
+ * within its slot, nothing to do; past it, its bytes move to a spill
+ * file of its own (pool.h), which the store's capacity is charged for.
+ * -EFBIG when end exceeds the capacity itself, -ENOSPC when making room
+ * would mean evicting what is referenced or being written; -EIO (or
+ * another errno) when the spill file cannot be made.  Either way wh
+ * stays as it was.
+ */
+int kv_store_wreserve(struct kv_store *st, uint32_t wh, uint64_t end);
+/* where the bytes of block wh are: the slot (*mem, *fd -1) or, spilled,
+ * its spill file at the same offsets (*fd, *mem NULL); the descriptor
+ * stays the store's */
+int kv_store_wtarget(struct kv_store *st, uint32_t wh, void **mem, int *fd);
 /* current size of a block being written (highest byte written) */
 int kv_store_wsize(struct kv_store *st, uint32_t wh, uint64_t *size);
 /* make it durable and visible; -EIO when the index write fails (the block

@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "src/common/clock.h"
 #include "src/common/crc32c.h"
@@ -225,6 +228,17 @@ static void blk_release(struct kv_store *st, uint32_t slot)
 {
 	struct blk *b = &st->blk[slot];
 
+	if (b->spilled) {
+		if (b->spill_map)
+			munmap(b->spill_map, b->size);
+		close(b->spill_fd);
+		kv_pool_spill_remove(st->pool, slot);
+		b->spill_map = NULL;
+		b->spilled = 0;
+		st->spilled--;
+	}
+	st->used -= b->charged;
+	b->charged = 0;
 	b->state = BLK_FREE;
 	free(b->path);
 	b->path = NULL;
@@ -315,16 +329,42 @@ static int evict_one(struct kv_store *st)
 	return 0;
 }
 
+/*
+ * Room for need more bytes within the capacity, evicting LRU blocks as
+ * needed, and charged: -EFBIG when the capacity itself is smaller,
+ * -ENOSPC when what holds the rest cannot be evicted.  Lock held.
+ */
+static int make_room(struct kv_store *st, uint64_t need)
+{
+	int rc;
+
+	if (need > st->capacity)
+		return -EFBIG;
+	while (st->used + need > st->capacity) {
+		rc = evict_one(st);
+		if (rc < 0)
+			return rc;
+	}
+	st->used += need;
+	return 0;
+}
+
 int blk_slot_alloc(struct kv_store *st, uint32_t *slot)
 {
 	int rc;
 
 	lease_sweep_locked(st, kvfs_mono_ns());
+	rc = make_room(st, st->slot_size);
+	if (rc < 0)
+		return rc == -EFBIG ? -ENOSPC : rc;
 	while ((rc = kv_pool_alloc(st->pool, slot)) == -ENOSPC) {
 		rc = evict_one(st);
-		if (rc < 0)
+		if (rc < 0) {
+			st->used -= st->slot_size;
 			return rc;
+		}
 	}
+	st->blk[*slot].charged = st->slot_size;
 	return rc;
 }
 
@@ -417,17 +457,42 @@ struct blk *blk_writing(struct kv_store *st, uint32_t wh)
 	return state == BLK_WRITING ? b : NULL;
 }
 
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
 int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 		   const void *buf, size_t len)
 {
 	struct blk *b = blk_writing(st, wh);
+	int rc;
 
 	if (!b || (!buf && len))
 		return -EINVAL;
-	if (off > st->slot_size || len > st->slot_size - off)
+	if (off > UINT64_MAX - len)
 		return -EFBIG;
+	rc = kv_store_wreserve(st, wh, off + len);
+	if (rc < 0)
+		return rc;
 	blk_unclose(st, b, wh);
-	memcpy((uint8_t *)kv_pool_slot(st->pool, wh) + off, buf, len);
+	if (!b->spilled)
+		memcpy((uint8_t *)kv_pool_slot(st->pool, wh) + off, buf, len);
+	else if (pwrite_all(b->spill_fd, buf, len, off) < 0)
+		return -EIO;
 	if (off + len > b->size)
 		b->size = off + len;
 	return 0;
@@ -435,19 +500,203 @@ int kv_store_write(struct kv_store *st, uint32_t wh, uint64_t off,
 
 void *kv_store_wptr(struct kv_store *st, uint32_t wh)
 {
-	return blk_writing(st, wh) ? kv_pool_slot(st->pool, wh) : NULL;
+	struct blk *b = blk_writing(st, wh);
+
+	return b && !b->spilled ? kv_pool_slot(st->pool, wh) : NULL;
+}
+
+/*
+ * Move a block being written out of its slot into a spill file (pool.h):
+ * the file gets the bytes written so far, the slot's pages go back.  The
+ * caller charged the capacity for it; the slot's own charge is its.
+ */
+static int spill(struct kv_store *st, struct blk *b, uint32_t wh)
+{
+	int fd = kv_pool_spill_open(st->pool, wh, true);
+	int rc;
+
+	if (fd < 0)
+		return fd;
+	rc = pwrite_all(fd, kv_pool_slot(st->pool, wh), b->size, 0);
+	if (rc == 0 && ftruncate(fd, (off_t)b->size) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		close(fd);
+		kv_pool_spill_remove(st->pool, wh);
+		return rc;
+	}
+	kv_pool_punch(st->pool, wh);
+	b->spill_fd = fd;
+	b->spill_map = NULL;
+	b->spilled = 1;
+	return 0;
+}
+
+int kv_store_wreserve(struct kv_store *st, uint32_t wh, uint64_t end)
+{
+	struct blk *b = blk_writing(st, wh);
+	uint64_t want, room;
+	int rc;
+
+	if (!b)
+		return -EINVAL;
+	room = b->spilled ? b->charged : st->slot_size;
+	if (end <= room)
+		return 0;
+	if (end > st->capacity)
+		return -EFBIG;
+	/* charged ahead, an eighth more, so that a file written in small
+	 * pieces takes the lock and makes room now and then, not at every
+	 * write; the seal gives back what it did not use */
+	want = end + end / 8;
+	want = (want + 65535) & ~(uint64_t)65535;
+	if (want > st->capacity)
+		want = end;
+	pthread_mutex_lock(&st->lock);
+	rc = make_room(st, want - b->charged);
+	if (rc < 0 && want > end) {
+		want = end;
+		rc = make_room(st, want - b->charged);
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (rc < 0)
+		return rc;
+	if (!b->spilled) {
+		rc = spill(st, b, wh);
+		if (rc < 0) {
+			pthread_mutex_lock(&st->lock);
+			st->used -= want - b->charged;
+			pthread_mutex_unlock(&st->lock);
+			return rc;
+		}
+		pthread_mutex_lock(&st->lock);
+		st->spilled++;
+		pthread_mutex_unlock(&st->lock);
+	}
+	b->charged = want;
+	return 0;
+}
+
+int kv_store_wtarget(struct kv_store *st, uint32_t wh, void **mem, int *fd)
+{
+	struct blk *b = blk_writing(st, wh);
+
+	if (!b || !mem || !fd)
+		return -EINVAL;
+	*mem = b->spilled ? NULL : kv_pool_slot(st->pool, wh);
+	*fd = b->spilled ? b->spill_fd : -1;
+	return 0;
+}
+
+int blk_bytes_crc(struct kv_store *st, uint32_t slot, bool spilled, int fd,
+		  uint64_t size, uint32_t *crc)
+{
+	bool own = false;
+	struct stat sb;
+	void *p;
+	int rc = 0;
+
+	if (!spilled) {
+		if (size > st->slot_size)
+			return -EINVAL;
+		*crc = kvfs_crc32c(0, kv_pool_slot(st->pool, slot), size);
+		return 0;
+	}
+	if (fd < 0) {
+		fd = kv_pool_spill_open(st->pool, slot, false);
+		if (fd < 0)
+			return fd;
+		own = true;
+	}
+	if (fstat(fd, &sb) < 0)
+		rc = -errno;
+	else if ((uint64_t)sb.st_size < size)
+		rc = -ENODATA;
+	if (rc == 0 && size == 0)
+		*crc = kvfs_crc32c(0, "", 0);
+	if (rc == 0 && size) {
+		p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED) {
+			rc = -errno;
+		} else {
+			*crc = kvfs_crc32c(0, p, size);
+			munmap(p, size);
+		}
+	}
+	if (own)
+		close(fd);
+	return rc;
+}
+
+/* a spilled block's bytes mapped for its readers (kv_store_get) */
+static int spill_map(struct blk *b)
+{
+	void *p;
+
+	b->spill_map = NULL;
+	if (!b->size)
+		return 0;
+	p = mmap(NULL, b->size, PROT_READ, MAP_SHARED, b->spill_fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	b->spill_map = p;
+	return 0;
+}
+
+int blk_spill_attach(struct kv_store *st, uint32_t slot)
+{
+	struct blk *b = &st->blk[slot];
+	int fd = kv_pool_spill_open(st->pool, slot, false);
+	int rc;
+
+	if (fd < 0)
+		return fd;
+	b->spill_fd = fd;
+	rc = spill_map(b);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	b->spilled = 1;
+	st->spilled++;
+	return 0;
+}
+
+/* the seal of a spilled block: its file cut to its size and mapped, and
+ * the capacity it was charged ahead given back (whole pages kept) */
+int blk_spill_seal(struct kv_store *st, struct blk *b)
+{
+	uint64_t keep = (b->size + 4095) & ~(uint64_t)4095;
+
+	if (!b->spilled)
+		return 0;
+	if (ftruncate(b->spill_fd, (off_t)b->size) < 0)
+		return -errno;
+	if (keep < b->charged) {
+		pthread_mutex_lock(&st->lock);
+		st->used -= b->charged - keep;
+		b->charged = keep;
+		pthread_mutex_unlock(&st->lock);
+	}
+	return spill_map(b);
 }
 
 int kv_store_set_size(struct kv_store *st, uint32_t wh, uint64_t size)
 {
 	struct blk *b = blk_writing(st, wh);
 
+	int rc;
+
 	if (!b)
 		return -EINVAL;
-	if (size > st->slot_size)
-		return -EFBIG;
+	rc = kv_store_wreserve(st, wh, size);
+	if (rc < 0)
+		return rc;
 	if (size != b->size)
 		blk_unclose(st, b, wh);
+	/* a spill file grows with zeros, as a slot's hole reads */
+	if (b->spilled && ftruncate(b->spill_fd, (off_t)size) < 0)
+		return -errno;
 	b->size = size;
 	return 0;
 }
@@ -462,11 +711,15 @@ void blk_unclose(struct kv_store *st, struct blk *b, uint32_t slot)
 	b->closed = 0;
 }
 
-uint32_t blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot)
+int blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot,
+		 uint32_t *crc)
 {
-	return b->closed
-		       ? b->close_crc
-		       : kvfs_crc32c(0, kv_pool_slot(st->pool, slot), b->size);
+	if (b->closed) {
+		*crc = b->close_crc;
+		return 0;
+	}
+	return blk_bytes_crc(st, slot, b->spilled,
+			     b->spilled ? b->spill_fd : -1, b->size, crc);
 }
 
 int kv_store_closed(struct kv_store *st, uint32_t wh, const char *path,
@@ -492,9 +745,13 @@ int kv_store_closed(struct kv_store *st, uint32_t wh, const char *path,
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum = kvfs_crc32c(0, kv_pool_slot(st->pool, wh), b->size);
+	rc = blk_bytes_crc(st, wh, b->spilled, b->spilled ? b->spill_fd : -1,
+			   b->size, &rec.checksum);
+	if (rc < 0)
+		return rc;
 	rec.seal_ns = kvfs_wall_ns();
 	rec.has_parent = b->has_parent;
+	rec.spilled = b->spilled;
 	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
 	rec.path = path;
 	rec.path_len = path ? path_len : 0;
@@ -590,11 +847,19 @@ static int seal(struct kv_store *st, uint32_t wh, const uint32_t *crc)
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum = crc ? *crc : blk_seal_crc(st, b, wh);
+	rc = 0;
+	if (crc)
+		rec.checksum = *crc;
+	else
+		rc = blk_seal_crc(st, b, wh, &rec.checksum);
 	rec.seal_ns = kvfs_wall_ns();
 	rec.has_parent = b->has_parent;
+	rec.spilled = b->spilled;
 	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
-	rc = kv_index_put_block(st->ix, b->ns, b->hash, &rec);
+	if (rc == 0)
+		rc = blk_spill_seal(st, b);
+	if (rc == 0)
+		rc = kv_index_put_block(st->ix, b->ns, b->hash, &rec);
 
 	pthread_mutex_lock(&st->lock);
 	if (rc < 0)
@@ -654,7 +919,10 @@ int kv_store_get(struct kv_store *st, uint32_t ns,
 	store_count_lookup(st, store_ns_get(st, ns), s != NIL, s == NIL);
 	if (s != NIL) {
 		blk_ref(st, s);
-		ref->data = kv_pool_slot(st->pool, s);
+		ref->spilled = st->blk[s].spilled;
+		ref->data = !st->blk[s].spilled	   ? kv_pool_slot(st->pool, s)
+			    : st->blk[s].spill_map ? st->blk[s].spill_map
+						   : (const void *)"";
 		ref->size = st->blk[s].size;
 		ref->slot = s;
 		ref->gen = st->blk[s].gen;

@@ -59,11 +59,12 @@ struct blk {
 	uint8_t state;
 	uint8_t list;
 	uint8_t has_parent;
-	uint8_t staged; /* WRITING with no name yet (kv_store_create_staging):
-			 * not in the hash table */
-	uint8_t closed; /* WRITING, and its close record is in the index
-			 * (kv_store_closed): close_crc is its bytes' CRC */
-	uint8_t pad[3];
+	uint8_t staged;	 /* WRITING with no name yet (kv_store_create_staging):
+			  * not in the hash table */
+	uint8_t closed;	 /* WRITING, and its close record is in the index
+			  * (kv_store_closed): close_crc is its bytes' CRC */
+	uint8_t spilled; /* its bytes are in spill_fd, not the slot */
+	uint8_t pad[2];
 	uint32_t refs;
 	uint32_t gen;
 	uint64_t last_use;  /* st->tick at its last use */
@@ -76,6 +77,11 @@ struct blk {
 	uint32_t parent_gen;
 	uint32_t checksum;
 	uint32_t close_crc;
+	int spill_fd;	  /* spilled: the slot's spill file (pool.h) */
+	void *spill_map;  /* spilled and sealed: spill_fd mapped read-only,
+			   * what kv_store_get hands out; NULL when empty */
+	uint64_t charged; /* bytes of st->capacity it holds: slot_size, or
+			   * what its spill file may grow to */
 	uint64_t size;
 	uint64_t seal_ns;
 	uint8_t parent[KVFS_HASH_LEN];
@@ -135,6 +141,7 @@ struct kv_store {
 	struct kv_index *ix;
 	uint32_t nslots;
 	uint64_t slot_size;
+	uint64_t capacity; /* bytes the blocks may hold in all (store.h) */
 	uint32_t lease_ms;
 	uint64_t sip_k0, sip_k1; /* keyed table hash: names are chosen by
 				  * clients, so buckets must not be */
@@ -178,6 +185,8 @@ struct kv_store {
 	void *event_arg;
 
 	struct kv_stats total;
+	uint64_t used;	  /* bytes charged (blk.charged, summed) */
+	uint64_t spilled; /* blocks whose bytes are in spill files */
 	uint64_t pinned;
 	uint64_t recovered;
 	uint64_t recovery_dropped;
@@ -245,7 +254,21 @@ void open_free(struct kv_store *st);
 void blk_unclose(struct kv_store *st, struct blk *b, uint32_t slot);
 /* the CRC a seal records: the close record's when the bytes have not
  * changed since, else computed over the slot now */
-uint32_t blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot);
+int blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot,
+		 uint32_t *crc);
+/* a spilled block being sealed: its file cut to size and mapped, the
+ * capacity charged ahead given back (store_block.c) */
+int blk_spill_seal(struct kv_store *st, struct blk *b);
+
+/*
+ * The CRC-32C of a block's first size bytes, in its slot or, spilled, in
+ * the slot's spill file (opened for the purpose when fd < 0): 0 or
+ * -errno (-ENODATA: the file is shorter).  No lock needed.
+ */
+int blk_bytes_crc(struct kv_store *st, uint32_t slot, bool spilled, int fd,
+		  uint64_t size, uint32_t *crc);
+/* a recovered spilled block: its file opened and mapped; lock held */
+int blk_spill_attach(struct kv_store *st, uint32_t slot);
 
 /* store_match.c */
 void lease_sweep_locked(struct kv_store *st, uint64_t now);

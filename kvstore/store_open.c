@@ -353,7 +353,17 @@ int kv_store_publish(struct kv_store *st, uint32_t wh, const char *path,
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
-	rec.checksum = blk_seal_crc(st, b, wh);
+	rc = blk_seal_crc(st, b, wh, &rec.checksum);
+	if (rc == 0)
+		rc = blk_spill_seal(st, b);
+	if (rc < 0) {
+		free(p);
+		pthread_mutex_lock(&st->lock);
+		blk_abort(st, wh);
+		pthread_mutex_unlock(&st->lock);
+		return -EIO;
+	}
+	rec.spilled = b->spilled;
 	rec.seal_ns = kvfs_wall_ns();
 	rec.path = p;
 	rec.path_len = len;

@@ -373,7 +373,8 @@ int xfer_pin_block(struct kv_xfer *x, const char *ns, const uint8_t *hash,
 	rc = kv_store_get(st, id, hash, ref);
 	if (rc < 0)
 		return rc;
-	rc = kv_store_stat(st, id, hash, &bi);
+	/* bigger than a slot: no peer's slot takes it (store.h, spilled) */
+	rc = ref->spilled ? -EFBIG : kv_store_stat(st, id, hash, &bi);
 	if (rc < 0) {
 		kv_store_put(st, ref);
 		return rc;
@@ -646,7 +647,8 @@ static int serve_get(struct xconn *c, const struct kv_wire_msg *m)
 		rc = kv_store_get(st, id, m->hash, &ref);
 	if (rc < 0)
 		return xconn_send_err(c, m->id, -rc);
-	rc = kv_store_stat(st, id, m->hash, &bi);
+	/* bigger than a slot: no peer's slot takes it (store.h, spilled) */
+	rc = ref.spilled ? -EFBIG : kv_store_stat(st, id, m->hash, &bi);
 	if (rc < 0) {
 		kv_store_put(st, &ref);
 		return xconn_send_err(c, m->id, -rc);

@@ -587,7 +587,10 @@ static int serve_locate(struct xconn *c, const struct kv_wire_msg *m)
 		return xconn_send_err(c, m->id, EAGAIN);
 	if (err == 0)
 		err = kv_store_get(st, id, m->hash, &p->ref);
-	if (err == 0 && (err = kv_store_stat(st, id, m->hash, &bi)) < 0)
+	/* a spilled block is outside the registered pool (store.h) */
+	if (err == 0 &&
+	    (err = p->ref.spilled ? -EFBIG
+				  : kv_store_stat(st, id, m->hash, &bi)) < 0)
 		kv_store_put(st, &p->ref);
 	if (err < 0) {
 		p->token = 0;

@@ -54,9 +54,11 @@ START_TEST(test_block_life)
 	ck_assert_int_eq(kv_store_write(S, wh, 0, buf, 100), 0);
 	ck_assert_int_eq(kv_store_wsize(S, wh, &sz), 0);
 	ck_assert_uint_eq(sz, 300);
-	ck_assert_int_eq(kv_store_write(S, wh, SLOT - 1, buf, 2), -EFBIG);
-	ck_assert_int_eq(kv_store_write(S, wh, SLOT + 1, buf, 0), -EFBIG);
-	ck_assert_int_eq(kv_store_set_size(S, wh, SLOT + 1), -EFBIG);
+	/* past the slot a block spills (test_spill); past the whole
+	 * capacity (8 slots) it cannot be, and stays as it was */
+	ck_assert_int_eq(kv_store_write(S, wh, 8 * SLOT - 1, buf, 2), -EFBIG);
+	ck_assert_int_eq(kv_store_write(S, wh, 8 * SLOT + 1, buf, 0), -EFBIG);
+	ck_assert_int_eq(kv_store_set_size(S, wh, 8 * SLOT + 1), -EFBIG);
 	ck_assert_int_eq(kv_store_seal(S, wh), 0);
 
 	/* sealed: immutable, visible, second create refused */
@@ -80,6 +82,74 @@ START_TEST(test_block_life)
 		ck_assert(tu_verify(S, ns2, h, 10));
 		ck_assert(tu_verify(S, NS, h, 300));
 	}
+}
+END_TEST
+
+/*
+ * A block bigger than a slot: its bytes move to a spill file of its own
+ * (pool.h) when a write crosses the slot, it is read like any other,
+ * survives a reopen, and evicting it removes the file and gives its
+ * bytes back to the capacity, which bigger blocks evict others to get.
+ */
+START_TEST(test_spill)
+{
+	uint8_t h[KVFS_HASH_LEN], g[KVFS_HASH_LEN], buf[3 * SLOT];
+	struct kv_store_stats ss;
+	struct kv_block_info bi;
+	struct kv_ref ref;
+	char path[4200];
+	uint32_t wh, slot;
+	uint64_t n, used;
+
+	tu_hash(h, 9, 0);
+	tu_fill(buf, sizeof(buf), h);
+	ck_assert_int_eq(kv_store_create(S, NS, h, NULL, &wh), 0);
+	slot = wh;
+	ck_assert_int_eq(kv_store_write(S, wh, 0, buf, SLOT), 0);
+	ck_assert_ptr_nonnull(kv_store_wptr(S, wh));
+	ck_assert_int_eq(kv_store_write(S, wh, SLOT, buf + SLOT, 2 * SLOT), 0);
+	ck_assert_ptr_null(kv_store_wptr(S, wh)); /* spilled */
+	ck_assert_int_eq(kv_store_stats(S, &ss), 0);
+	ck_assert_uint_eq(ss.spilled, 1);
+	ck_assert_uint_ge(ss.used, 3 * SLOT);
+	ck_assert_int_eq(kv_store_seal(S, wh), 0);
+	ck_assert_int_eq(kv_store_get(S, NS, h, &ref), 0);
+	ck_assert_uint_eq(ref.size, 3 * SLOT);
+	ck_assert_int_eq(memcmp(ref.data, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(kv_store_put(S, &ref), 0);
+	/* its file, under the pool's spill directory, survives a reopen */
+	snprintf(path, sizeof(path), "%s.d/%08x", P.pool, slot);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	kv_store_close(S);
+	S = tu_open(&P, SLOT, 8);
+	ck_assert(tu_verify(S, NS, h, 3 * SLOT));
+	ck_assert_int_eq(kv_store_stats(S, &ss), 0);
+	ck_assert_uint_eq(ss.spilled, 1);
+	ck_assert_uint_eq(ss.used, 3 * SLOT);
+	/* blocks in slots fill the rest; a second big one evicts them */
+	for (uint32_t i = 0; i < 5; i++) {
+		tu_hash(g, 100 + i, 0);
+		ck_assert_int_eq(tu_put_block(S, NS, g, NULL, 100), 0);
+	}
+	tu_hash(g, 200, 0);
+	ck_assert_int_eq(kv_store_create(S, NS, g, NULL, &wh), 0);
+	ck_assert_int_eq(kv_store_set_size(S, wh, 4 * SLOT), 0);
+	ck_assert_int_eq(kv_store_seal(S, wh), 0);
+	ck_assert_int_eq(kv_store_stats(S, &ss), 0);
+	ck_assert_uint_gt(ss.total.evictions, 0);
+	ck_assert_uint_le(ss.used, ss.capacity);
+	ck_assert_int_eq(kv_store_stat(S, NS, g, &bi), 0);
+	ck_assert_uint_eq(bi.size, 4 * SLOT);
+	/* evicted: the file goes, and its bytes */
+	snprintf(path, sizeof(path), "%s.d/%08x", P.pool, wh);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	n = ss.spilled;
+	used = ss.used;
+	ck_assert_int_eq(kv_store_evict(S, NS, g), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(kv_store_stats(S, &ss), 0);
+	ck_assert_uint_eq(ss.spilled, n - 1);
+	ck_assert_uint_eq(ss.used, used - 4 * SLOT);
 }
 END_TEST
 
@@ -594,6 +664,7 @@ int main(void)
 	tu_init("store");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_block_life);
+	tcase_add_test(tc, test_spill);
 	tcase_add_test(tc, test_zero_copy_and_abort);
 	tcase_add_test(tc, test_refs_and_remove);
 	tcase_add_test(tc, test_match_and_leases);

@@ -69,7 +69,7 @@ fuse_cleanup() {
 	if is_mounted "$MNT"; then
 		fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
 	fi
-	rm -f "$POOL"
+	rm -rf "$POOL" "$POOL.d"
 	# KVFS_TEST_LOG=FILE keeps the daemon's whole log, for debugging
 	[ -z "${KVFS_TEST_LOG:-}" ] || cp "$tmp/kvfsd.log" "$KVFS_TEST_LOG"
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -s "$tmp/kvfsd.log" ]; then

@@ -28,6 +28,7 @@ trap pub_cleanup EXIT
 KVFSD_TIMEOUT=${KVFSD_TIMEOUT:-600}
 
 SLOT=262144
+CAP=$((256 * SLOT)) # the pool's capacity: past it, EFBIG
 SIZE=200000
 OPTS="slot_size=256K,slots=256"
 CASES="fork fork-close fork-closerange exec exec-cloexec system
@@ -151,9 +152,9 @@ run_cases() {
 	pc "$rl: close-open (20 files)" $ras "$rpc" close-open $SIZE $names ||
 		$rre
 	next_name "$rns"
-	pc "$rl: ftruncate" $ras "$rpc" ftruncate $SLOT "$B" || $rre
+	pc "$rl: ftruncate" $ras "$rpc" ftruncate $CAP "$B" || $rre
 	next_name "$rns"
-	pc "$rl: efbig-write" $ras "$rpc" efbig-write $SLOT "$B" || $rre
+	pc "$rl: efbig-write" $ras "$rpc" efbig-write $CAP "$B" || $rre
 	if timeout -s KILL 10 $ras stat "$rns" >/dev/null 2>&1; then
 		ok "$rl: the mount still answers"
 	else

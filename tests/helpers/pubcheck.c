@@ -41,11 +41,12 @@
  *                              not visible until the dup's close
  *   close-open SIZE PATH...    for each: write, close, and at once open
  *                              from the checker: visible, every byte
- *   ftruncate SLOT PATH        write 4 KiB, ftruncate to SLOT + 1: EFBIG;
- *                              close (0 or EFBIG): never visible
- *   efbig-write SLOT PATH      write 4 KiB, then 8 KiB across the slot's
- *                              end: EFBIG, or (the write-back cache took
- *                              it) EFBIG from close; never visible
+ *   ftruncate CAP PATH         write 4 KiB, ftruncate to CAP + 1 (CAP: the
+ *                              pool's capacity): EFBIG; close (0 or
+ *                              EFBIG): never visible
+ *   efbig-write CAP PATH       write 4 KiB, then 8 KiB across CAP: EFBIG,
+ *                              or (the write-back cache took it) EFBIG
+ *                              from close; never visible
  *   align INO DIR              make the next create in DIR get inode INO
  *                              (see c_align): a helper, not a check
  */

@@ -291,7 +291,11 @@ fi
 
 # ---- options and usage -----------------------------------------------------
 rc=0
-"$KVFSD" -f -o slot_size=5000 "$tmp" >/dev/null 2>&1 || rc=$?
+# a state and pool of the test's own even here: were the start not
+# refused, nothing would be left under kvfsd's default names
+"$KVFSD" -f -o "state=$tmp/s5,pool=$POOL-5,slot_size=5000" "$tmp" \
+	>/dev/null 2>&1 || rc=$?
+rm -f "$POOL-5"
 [ $rc = 2 ] && ok "a bad slot_size: exit 2" || bad "a bad slot_size: exit $rc"
 rc=0
 "$KVFSD" -f -o "state=$tmp/s3,pool=$POOL-3,slots=2,no_such_option" "$tmp" \

@@ -116,10 +116,13 @@ KVFSD=$KVFSD sh "$MK" kvfs "$MNT" -fv -o "$o,slots=4" >"$tmp/m.out" 2>&1 ||
 	rc=$?
 [ $rc = 0 ] && ! is_mounted "$MNT" && ok "mount.kvfs -fv: nothing mounted" ||
 	bad "mount.kvfs -fv: exit $rc"
-mkdir "$tmp/empty"
+# a copy alone in its directory: mount.kvfs looks for kvfsd beside itself
+# first, and an in-tree build has fuse/kvfsd beside fuse/mount.kvfs
+mkdir "$tmp/empty" "$tmp/sbin"
+cp "$MK" "$tmp/sbin/mount.kvfs"
 rc=0
-env PATH="$tmp/empty" /bin/sh "$MK" kvfs "$MNT" -o "$o" >"$tmp/m.out" \
-	2>&1 || rc=$?
+env -u KVFSD PATH="$tmp/empty" /bin/sh "$tmp/sbin/mount.kvfs" kvfs "$MNT" \
+	-o "$o" >"$tmp/m.out" 2>&1 || rc=$?
 [ $rc = 1 ] && [ "$(wc -l <"$tmp/m.out")" = 1 ] &&
 	grep -q "^mount.kvfs: kvfsd not found" "$tmp/m.out" &&
 	ok "mount.kvfs without kvfsd: one line, exit 1" ||

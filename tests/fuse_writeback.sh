@@ -11,6 +11,10 @@ set -eu
 T=fuse_writeback
 . "${top_srcdir:-.}/tests/fuse_lib.sh"
 fuse_begin
+# the pool of the daemon in the namespaces below too, whatever happened;
+# the status is fuse_cleanup's to report, so it is kept across the rm
+# (set +e: under set -e the (exit) would end the trap before fuse_cleanup)
+trap 'rc=$?; rm -f "$POOL.2"; set +e; (exit $rc); fuse_cleanup' EXIT
 command -v python3 >/dev/null 2>&1 || skip "python3 not found"
 
 KVCTL=$top_builddir/src/kvctl/kvctl

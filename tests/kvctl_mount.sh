@@ -22,6 +22,11 @@ fi
 KVCTL=$top_builddir/src/kvctl/kvctl
 unset KVFS_SOCKET
 fuse_begin
+# the second daemon's pool too, whatever happened; the status is
+# fuse_cleanup's to report, so it is kept across the rm (set +e: under
+# set -e the (exit) would end the trap before fuse_cleanup)
+POOL2=/dev/shm/kvfs-test-$T-$$-2.pool
+trap 'rc=$?; rm -f "$POOL2"; set +e; (exit $rc); fuse_cleanup' EXIT
 
 # only in this namespace: the others' mounts stay where they are
 awk '$3 == "fuse.kvfs" { print $2 }' /proc/mounts | while read -r m; do
@@ -49,7 +54,6 @@ fi
 
 # a second kvfs: kvctl must not guess
 MNT2=$tmp/mnt2
-POOL2=/dev/shm/kvfs-test-$T-$$-2.pool
 mkdir "$MNT2"
 timeout -s TERM 60 "$KVFSD" -f \
 	-o "state=$tmp/state2,pool=$POOL2,slot_size=64K,slots=8" "$MNT2" \

@@ -172,9 +172,12 @@ logged() { grep -c "$2" "$tmp/node$1.log" || true; }
 
 # ---- usage: TLS options need etcds:// ----------------------------------
 rc=0
-"$KVFSD" -o "state=$tmp/u" --cluster "etcd://127.0.0.1:$ECLI/x" \
-	--node-id u --listen 127.0.0.1:0 --secret-file "$tmp/secret" \
-	--etcd-ca "$tmp/none.pem" "$tmp" >"$tmp/usage.out" 2>&1 || rc=$?
+# a pool of the test's own (the trap removes it): were the start not
+# refused, nothing would be left under kvfsd's default name
+"$KVFSD" -o "state=$tmp/u,pool=/dev/shm/kvfs-test-$T-$$-u.pool" \
+	--cluster "etcd://127.0.0.1:$ECLI/x" --node-id u --listen 127.0.0.1:0 \
+	--secret-file "$tmp/secret" --etcd-ca "$tmp/none.pem" "$tmp" \
+	>"$tmp/usage.out" 2>&1 || rc=$?
 if [ $rc = 2 ] && grep -q "etcds://" "$tmp/usage.out"; then
 	ok "--etcd-ca with etcd:// is a usage error"
 else

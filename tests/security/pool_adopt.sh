@@ -22,9 +22,10 @@ else
 fi
 fuse_begin
 # the state directories' pool, never made by a refused start; the
-# status is fuse_cleanup's to report, so it is kept across the rm
+# status is fuse_cleanup's to report, so it is kept across the rm (set +e:
+# under set -e the (exit) would end the trap before fuse_cleanup)
 SPOOL=$POOL-s
-trap 'rc=$?; rm -f "$SPOOL"; (exit $rc); fuse_cleanup' EXIT
+trap 'rc=$?; rm -f "$SPOOL"; set +e; (exit $rc); fuse_cleanup' EXIT
 
 G="slot_size=64K,slots=4"
 

@@ -8,6 +8,8 @@
 # (a miss is allowed, a wrong or partial file is not).  Then kvfsd is
 # killed with SIGKILL in the middle of one workload, restarted on the
 # same state and pool, and every file still visible must be intact.
+# Last, the backends at real models' file sizes (2 MiB to 256 MiB) on a
+# mount with kvfsd's defaults.
 #
 # ENGINES_DIR=DIR runs the same programs in a fresh directory under DIR
 # instead of a mount (a check of the harness on tmpfs or ext4): no kvfsd,
@@ -174,5 +176,36 @@ done || fail=1
 # ---- and the engines run on the restarted mount ------------------------------
 run sglang_file sglang_file --evict 16
 run vllm_offload_fs vllm_offload_fs
+
+# ---- real models' sizes, on a mount with kvfsd's defaults ---------------------
+# 2 MiB slots; an SGLang page of Llama-3.1-8B is 8 MiB, an LMCache chunk
+# 32 MiB, a vLLM block of Llama-3.1-70B 5 MiB, a llama.cpp state hundreds
+# of MiB (ENGINES): files bigger than a slot spill (kvfsd(8), slot_size)
+if [ -z "${ENGINES_DIR:-}" ]; then
+	kvfsd_stop || bad "kvfsd exits 0 at SIGTERM"
+	rm -rf "$POOL" "$POOL.d" "$STATE"
+	kvfsd_start "layout=open"
+	D=$MNT/real
+fi
+mkdir -p "$D"
+real() {
+	prog=$1
+	dir=$2
+	size=$3
+	files=$4
+	shift 4
+	if timeout $((SECS + 60)) "$PY" "$ENG/$prog.py" "$D/$dir" \
+		--files "$files" --size "$size" --seconds "$SECS" \
+		--semantics "$SEM" "$@" >"$tmp/$dir.out" 2>&1; then
+		ok "$dir, $((size / 1048576)) MiB files: $(tail -n 1 "$tmp/$dir.out")"
+	else
+		bad "$dir, $((size / 1048576)) MiB files: $(tail -n 3 "$tmp/$dir.out")"
+	fi
+}
+real sglang_file sglang_8m 8388608 6 --writers 2 --readers 2
+real lmcache_local_disk lmcache_32m 33554432 3 --writers 2 --readers 2
+real vllm_offload_fs vllm_5m 5242880 6 --writers 2 --readers 2
+real llamacpp_slots llamacpp_256m 268435456 1 --writers 1 --readers 1 \
+	--iterations 1
 
 exit "$fail"

@@ -615,7 +615,8 @@ int blk_bytes_crc(struct kv_store *st, uint32_t slot, bool spilled, int fd,
 	if (rc == 0 && size == 0)
 		*crc = kvfs_crc32c(0, "", 0);
 	if (rc == 0 && size) {
-		p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+		p = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
+			 0);
 		if (p == MAP_FAILED) {
 			rc = -errno;
 		} else {
@@ -636,7 +637,8 @@ static int spill_map(struct blk *b)
 	b->spill_map = NULL;
 	if (!b->size)
 		return 0;
-	p = mmap(NULL, b->size, PROT_READ, MAP_SHARED, b->spill_fd, 0);
+	p = mmap(NULL, b->size, PROT_READ, MAP_SHARED | MAP_POPULATE,
+		 b->spill_fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	b->spill_map = p;

@@ -66,7 +66,7 @@ cleanup() {
 	rc=$?
 	set +e
 	cluster_stop $KPIDS $PIDS
-	rm -f /dev/shm/kvfs-cluster-demo-$$-*.pool
+	rm -rf /dev/shm/kvfs-cluster-demo-$$-*.pool /dev/shm/kvfs-cluster-demo-$$-*.pool.d
 	if [ "$rc" != 0 ]; then
 		for l in "$tmp"/*.log "$tmp"/*.err; do
 			[ -s "$l" ] || continue

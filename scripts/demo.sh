@@ -29,7 +29,7 @@ cleanup() {
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	fi
-	rm -f "$pool"
+	rm -rf "$pool" "$pool.d"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

@@ -56,7 +56,7 @@ cleanup() {
 		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"
 	fi
 	wait 2>/dev/null
-	rm -f "$pool"
+	rm -rf "$pool" "$pool.d"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

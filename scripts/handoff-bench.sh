@@ -45,7 +45,7 @@ cleanup() {
 	rc=$?
 	set +e
 	cluster_stop $KPID $PIDS
-	rm -f /dev/shm/kvfs-handoff-bench-$$-*.pool
+	rm -rf /dev/shm/kvfs-handoff-bench-$$-*.pool /dev/shm/kvfs-handoff-bench-$$-*.pool.d
 	[ "$rc" = 0 ] || tail -n 5 "$tmp"/*.log "$tmp"/*.err >&2 2>/dev/null
 	rm -rf "$tmp"
 	exit "$rc"

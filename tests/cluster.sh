@@ -43,7 +43,7 @@ cleanup() {
 	rc=$?
 	set +e
 	cluster_stop $PIDS
-	rm -f /dev/shm/kvfs-test-$T-$$-*.pool
+	rm -rf /dev/shm/kvfs-test-$T-$$-*.pool /dev/shm/kvfs-test-$T-$$-*.pool.d
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		for l in "$tmp"/*.log; do
 			echo "--- $l" >&2

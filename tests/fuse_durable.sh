@@ -26,7 +26,7 @@ reap() {
 }
 
 for opts in "" writethrough; do
-	rm -f "$POOL"
+	rm -rf "$POOL" "$POOL.d"
 	rm -rf "$STATE"
 	KVFSD_LAYOUT=open kvfsd_start "slot_size=512K,slots=256${opts:+,$opts}"
 	mkdir "$MNT/eng"
@@ -50,7 +50,7 @@ for opts in "" writethrough; do
 done
 
 # a chain namespace: a block closed, then the kill at once
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 rm -rf "$STATE"
 kvfsd_start "slot_size=512K,slots=256"
 mkdir "$MNT/ch"

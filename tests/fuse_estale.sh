@@ -16,7 +16,7 @@ SCRIPT=$top_srcdir/tests/fuse_estale.py
 fuse_begin
 
 for opts in "" writethrough; do
-	rm -f "$POOL"
+	rm -rf "$POOL" "$POOL.d"
 	rm -rf "$STATE"
 	KVFSD_LAYOUT=open kvfsd_start "slot_size=256K,slots=2048${opts:+,$opts}"
 	mkdir "$MNT/ns"

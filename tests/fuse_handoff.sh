@@ -39,7 +39,7 @@ cleanup() {
 	rc=$?
 	set +e
 	cluster_stop $KPID $PIDS
-	rm -f /dev/shm/kvfs-test-$T-$$-*.pool
+	rm -rf /dev/shm/kvfs-test-$T-$$-*.pool /dev/shm/kvfs-test-$T-$$-*.pool.d
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		for l in "$tmp"/*.log "$tmp"/*.err; do
 			[ -f "$l" ] || continue

@@ -32,7 +32,7 @@ KVFSD_LAYOUT=open kvfsd_start ""
 kvfsd_stop || bad "kvfsd exits 0 at SIGTERM"
 
 # a small pool: eviction makes files disappear, never corrupts them
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 rm -rf "$STATE"
 KVFSD_LAYOUT=open kvfsd_start "slot_size=64K,slots=32"
 mkdir "$MNT/small"

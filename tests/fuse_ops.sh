@@ -251,7 +251,7 @@ fi
 # ---- a full pool of referenced blocks: ENOSPC, nothing lost ---------------
 kvfsd_stop && ok "SIGTERM: exit 0" || bad "SIGTERM: exit status"
 is_mounted "$MNT" && bad "SIGTERM: still mounted" || ok "SIGTERM: unmounted"
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 STATE=$tmp/state2
 POOL=/dev/shm/kvfs-test-$T-$$-2.pool
 kvfsd_start "slot_size=64K,slots=4"
@@ -295,12 +295,12 @@ rc=0
 # refused, nothing would be left under kvfsd's default names
 "$KVFSD" -f -o "state=$tmp/s5,pool=$POOL-5,slot_size=5000" "$tmp" \
 	>/dev/null 2>&1 || rc=$?
-rm -f "$POOL-5"
+rm -rf "$POOL-5" "$POOL-5.d"
 [ $rc = 2 ] && ok "a bad slot_size: exit 2" || bad "a bad slot_size: exit $rc"
 rc=0
 "$KVFSD" -f -o "state=$tmp/s3,pool=$POOL-3,slots=2,no_such_option" "$tmp" \
 	>/dev/null 2>&1 || rc=$?
-rm -f "$POOL-3"
+rm -rf "$POOL-3" "$POOL-3.d"
 [ $rc = 2 ] && ok "an unknown option: exit 2" ||
 	bad "an unknown option: exit $rc"
 rc=0

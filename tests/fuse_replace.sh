@@ -15,7 +15,7 @@ ROUNDS=${KVFS_REPLACE_ROUNDS:-1000}
 fuse_begin
 
 for opts in "" writethrough; do
-	rm -f "$POOL"
+	rm -rf "$POOL" "$POOL.d"
 	rm -rf "$STATE"
 	KVFSD_LAYOUT=open kvfsd_start "slot_size=256K,slots=512${opts:+,$opts}"
 	mkdir "$MNT/eng"

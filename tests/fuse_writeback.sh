@@ -14,7 +14,7 @@ fuse_begin
 # the pool of the daemon in the namespaces below too, whatever happened;
 # the status is fuse_cleanup's to report, so it is kept across the rm
 # (set +e: under set -e the (exit) would end the trap before fuse_cleanup)
-trap 'rc=$?; rm -f "$POOL.2"; set +e; (exit $rc); fuse_cleanup' EXIT
+trap 'rc=$?; rm -rf "$POOL.2" "$POOL.2.d"; set +e; (exit $rc); fuse_cleanup' EXIT
 command -v python3 >/dev/null 2>&1 || skip "python3 not found"
 
 KVCTL=$top_builddir/src/kvctl/kvctl
@@ -142,7 +142,7 @@ if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1 &&
 		fusermount3 -u "$4" || kill $k
 		wait $k' sh "$KVFSD" "$tmp/state2" "$POOL.2" "$tmp/mnt2" \
 		"$tmp/kvfsd2.log" && rc=0 || rc=$?
-	rm -f "$POOL.2"
+	rm -rf "$POOL.2" "$POOL.2.d"
 	if [ $rc = 3 ]; then
 		echo "# /sys cannot be remounted read-only here: not tested"
 	elif grep -q 'no write-back cache: .*limit cannot be lifted' \

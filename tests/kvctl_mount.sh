@@ -26,7 +26,7 @@ fuse_begin
 # fuse_cleanup's to report, so it is kept across the rm (set +e: under
 # set -e the (exit) would end the trap before fuse_cleanup)
 POOL2=/dev/shm/kvfs-test-$T-$$-2.pool
-trap 'rc=$?; rm -f "$POOL2"; set +e; (exit $rc); fuse_cleanup' EXIT
+trap 'rc=$?; rm -rf "$POOL2" "$POOL2.d"; set +e; (exit $rc); fuse_cleanup' EXIT
 
 # only in this namespace: the others' mounts stay where they are
 awk '$3 == "fuse.kvfs" { print $2 }' /proc/mounts | while read -r m; do
@@ -74,6 +74,6 @@ if wait_until 100 is_mounted "$MNT2"; then
 else
 	bad "the second kvfsd did not mount: $(tail -n 3 "$tmp/kvfsd2.log")"
 fi
-rm -f "$POOL2"
+rm -rf "$POOL2" "$POOL2.d"
 kvfsd_stop || bad "kvfsd: exit status after SIGTERM"
 exit "$fail"

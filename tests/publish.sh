@@ -80,7 +80,7 @@ x_stop() {
 			fusermount3 -u -z "$X_MNT" 2>/dev/null ||
 			umount -l "$X_MNT"
 	fi
-	rm -f "$X_POOL"
+	rm -rf "$X_POOL" "$X_POOL.d"
 	X_PID=
 	X_DPID=
 }

@@ -60,7 +60,8 @@ static inline void tu_cleanup(void)
 	while ((de = readdir(d)))
 		if (strncmp(de->d_name, tu_shm, strlen(tu_shm)) == 0) {
 			snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
-			unlink(path);
+			/* a pool, or its spill directory (pool.h) */
+			nftw(path, tu_rm, 16, FTW_DEPTH | FTW_PHYS);
 		}
 	closedir(d);
 }

@@ -52,7 +52,7 @@ stop_kvfsd() {
 	wait "$kpid" 2>/dev/null
 	kpid=
 	grep -q " $tmp/mnt fuse" /proc/mounts && umount -l "$tmp/mnt"
-	rm -f "$pool"
+	rm -rf "$pool" "$pool.d"
 	rm -rf "$tmp/state"
 }
 cleanup() {

@@ -34,7 +34,7 @@ cleanup() {
 	[ -z "$kpid" ] || kill -TERM "$kpid" 2>/dev/null
 	[ -z "$kpid" ] || wait "$kpid" 2>/dev/null
 	grep -q " $mnt fuse" /proc/mounts && fusermount3 -u -z "$mnt"
-	rm -f "$pool"
+	rm -rf "$pool" "$pool.d"
 	# a failure keeps the build and its logs; KEEP=1 keeps it anyway
 	if [ "$rc" = 0 ] && [ -z "${KEEP:-}" ]; then
 		rm -rf "$build"

@@ -25,7 +25,7 @@ fuse_begin
 # status is fuse_cleanup's to report, so it is kept across the rm (set +e:
 # under set -e the (exit) would end the trap before fuse_cleanup)
 SPOOL=$POOL-s
-trap 'rc=$?; rm -f "$SPOOL"; set +e; (exit $rc); fuse_cleanup' EXIT
+trap 'rc=$?; rm -rf "$SPOOL" "$SPOOL.d"; set +e; (exit $rc); fuse_cleanup' EXIT
 
 G="slot_size=64K,slots=4"
 
@@ -47,7 +47,7 @@ refused() {
 }
 
 # ---- a pool another user made beforehand ----------------------------------
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 as_nobody sh -c 'umask 022; printf "nobody was here" >"$1"' sh "$POOL"
 [ "$(stat -c %u "$POOL")" = $NOBODY ] || bad "nobody made the pool"
 cp "$POOL" "$tmp/foreign"
@@ -61,7 +61,7 @@ for r in "" ",reformat"; do
 		bad "another user's pool$r: now $(stat -c %u:%a:%s "$POOL")"
 	fi
 done
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 
 # ---- a symbolic link at the pool's name ------------------------------------
 printf 'precious bytes\n' >"$tmp/target"
@@ -77,7 +77,7 @@ for r in "" ",reformat"; do
 $(stat -c %s "$tmp/target") bytes"
 	fi
 done
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 
 # ---- state directories -----------------------------------------------------
 mkdir -m 0700 "$tmp/real"
@@ -104,7 +104,7 @@ refused "a link at the control socket's path" "symbolic link" \
 cmp -s "$tmp/target" "$tmp/target.orig" && [ -L "$tmp/ctl.link" ] &&
 	ok "control socket link: target intact" ||
 	bad "control socket link: target or link changed"
-rm -f "$POOL"
+rm -rf "$POOL" "$POOL.d"
 
 # ---- a plain start, a restart ----------------------------------------------
 kvfsd_start "$G"

@@ -570,7 +570,14 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
 	fs->layout = cfg->layout;
 	fs->writeback = cfg->writeback;
 	fs->allow_other = cfg->allow_other;
+	fs->io.pt_want = cfg->passthrough;
+	fs->io.dev_fd = -1;
 	if (pthread_mutex_init(&fs->stage_lock, NULL)) {
+		free(fs);
+		return -ENOMEM;
+	}
+	if (pthread_mutex_init(&fs->io.pt_lock, NULL)) {
+		pthread_mutex_destroy(&fs->stage_lock);
 		free(fs);
 		return -ENOMEM;
 	}
@@ -601,6 +608,7 @@ void kvfs_fs_free(struct kvfs_fs *fs)
 	fs_open_free(fs);
 	inode_table_free(fs->it);
 	pthread_mutex_destroy(&fs->stage_lock);
+	pthread_mutex_destroy(&fs->io.pt_lock);
 	free(fs->mountpoint);
 	free(fs->socket);
 	free(fs->node);

@@ -41,6 +41,8 @@ struct kvfs_fs_config {
 	struct kvfsd_cluster *cluster; /* NULL: a single node */
 	bool writeback;	  /* the kernel's write-back cache (kvfsd(8)) */
 	bool allow_other; /* mounted for every user (fs_int.h fs_mode_ok) */
+	bool passthrough; /* FUSE passthrough of spilled files (fs_io.c);
+			   * the caller turns the write-back cache off */
 };
 
 /* copies the strings in cfg */

@@ -827,6 +827,7 @@ static int new_reader(struct kvfs_fs *fs, fuse_ino_t ino,
 		      struct fuse_file_info *fi, struct kvfs_file **out)
 {
 	struct kvfs_file *f = calloc(1, sizeof(*f));
+	int rc;
 
 	if (!f)
 		return -ENOMEM;
@@ -835,12 +836,19 @@ static int new_reader(struct kvfs_fs *fs, fuse_ino_t ino,
 	f->ns = in->ns;
 	memcpy(f->hash, in->hash, KVFS_HASH_LEN);
 	f->ref = *ref;
-	inode_open(fs->it, ino, 1);
 	/* the same ino always means the same bytes: keep the pages the
 	 * kernel already has, across opens and across re-creation */
 	fi->keep_cache = 1;
 	/* nothing to do at close: spare the FLUSH round trip */
 	fi->noflush = 1;
+	/* a file bigger than a slot: straight from its own file, where
+	 * the mount passes files through (fs_io.c) */
+	rc = fs_pt_open(fs, ino, f, fi);
+	if (rc < 0) {
+		free(f);
+		return rc;
+	}
+	inode_open(fs->it, ino, 1);
 	*out = f;
 	return 0;
 }
@@ -956,6 +964,7 @@ void fs_release_block(struct kvfs_fs *fs, struct kvfs_file *f)
 
 	inode_open(fs->it, f->ino, -1);
 	if (f->kind == FILE_READ) {
+		fs_pt_release(fs, f);
 		kv_store_put(fs->st, &f->ref);
 		free(f);
 		return;

@@ -114,12 +114,25 @@ enum {
 
 struct notify;
 
-/* the INIT exchange, as fs_io.c sees it go by */
+/* the INIT exchange, as fs_io.c sees it go by, and FUSE passthrough */
 struct fs_io {
 	uint64_t init_unique;
-	bool init_seen; /* the INIT request was read */
-	bool offered;	/* the kernel offers FUSE_HANDLE_KILLPRIV_V2 */
+	bool init_seen;	 /* the INIT request was read */
+	bool offered;	 /* the kernel offers FUSE_HANDLE_KILLPRIV_V2 */
+	bool pt_offered; /* ... and FUSE_PASSTHROUGH */
+	bool pt_want;	 /* -o passthrough */
 	atomic_bool replied;
+	atomic_bool pt_on; /* the INIT reply asked for passthrough, and no
+			    * registration has failed for lack of rights */
+	int dev_fd;	   /* /dev/fuse, for the backing ioctls */
+	/* open replies to mark FOPEN_PASSTHROUGH: by the fh they carry,
+	 * added before fuse_reply_open, taken by io_writev; pt_lock */
+	pthread_mutex_t pt_lock;
+	struct fs_pt_pending {
+		uint64_t fh;
+		int32_t id;
+	} pt_pending[256];
+	uint64_t pt_opens; /* opens passed through, pt_lock */
 };
 
 struct kvfs_fs {
@@ -182,6 +195,7 @@ struct kvfs_file {
 	 * keeps the block from being evicted under a reader (and under a
 	 * mapping: the kernel releases a mapped file only at munmap) */
 	struct kv_ref ref;
+	bool passthrough; /* FILE_READ served by the kernel (fs_pt_open) */
 
 	/* FILE_WRITE: the kernel may send one file's requests from several
 	 * threads (a write racing the flush of a dup'd descriptor), so
@@ -262,6 +276,18 @@ void fs_lookup_block(fuse_req_t req, fuse_ino_t parent, uint32_t ns,
 		     const char *name);
 int fs_getattr_block(struct kvfs_fs *fs, fuse_ino_t ino,
 		     const struct inode_info *in, struct stat *st, double *tmo);
+/*
+ * FUSE passthrough (fs_io.c): f, a reader of a spilled file whose inode is
+ * ino, is served by the kernel straight from that file when the mount
+ * runs with passthrough; its open reply is then marked (fi->keep_cache
+ * cleared here).  0 when it is, or when it stays on the copy path (the
+ * reason logged once); fs_pt_release at its release.
+ */
+int fs_pt_open(struct kvfs_fs *fs, fuse_ino_t ino, struct kvfs_file *f,
+	       struct fuse_file_info *fi);
+void fs_pt_release(struct kvfs_fs *fs, struct kvfs_file *f);
+/* does the mount pass spilled files through (for stats) */
+bool fs_pt_on(struct kvfs_fs *fs);
 /* a writer's close (by task pid) or fsync (pid 0): its file as it is now
  * survives a crash of kvfsd (fs_block.c); the file's error, f->lock held */
 int fs_closed_locked(struct kvfs_fs *fs, struct kvfs_file *f, pid_t pid);

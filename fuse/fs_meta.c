@@ -126,7 +126,9 @@ static int render_stats(struct kvfs_fs *fs, char **out, size_t *len)
 {
 	struct kvfsd_repl_stats r;
 	struct kvfsd_handoff_stats h;
-	char extra[512];
+	char extra[640];
+	uint64_t pt_opens;
+	size_t n;
 
 	kvfsd_cluster_repl_stats(fs->cl, &r);
 	kvfsd_cluster_handoff_stats(fs->cl, &h);
@@ -142,6 +144,17 @@ static int render_stats(struct kvfs_fs *fs, char **out, size_t *len)
 		 (unsigned long long)h.fetched, (unsigned long long)h.already,
 		 (unsigned long long)h.failed, (unsigned long long)h.dropped,
 		 (unsigned long long)h.bad_frames);
+	pthread_mutex_lock(&fs->io.pt_lock);
+	pt_opens = fs->io.pt_opens;
+	pthread_mutex_unlock(&fs->io.pt_lock);
+	/* how the kernel reaches the files (kvfsd(8), writethrough and
+	 * passthrough) */
+	n = strlen(extra);
+	snprintf(extra + n, sizeof(extra) - n,
+		 ",\"io\":{\"writeback\":%s,\"passthrough\":%s,"
+		 "\"passthrough_opens\":%llu}",
+		 fs->writeback ? "true" : "false",
+		 fs_pt_on(fs) ? "true" : "false", (unsigned long long)pt_opens);
 	return render_stats_json_extra(fs->st, extra, out, len);
 }
 

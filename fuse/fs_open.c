@@ -647,8 +647,11 @@ int fs_open_write(struct kvfs_fs *fs, fuse_ino_t ino,
 		/* under the write-back cache the kernel keeps the size an
 		 * O_TRUNC or a write gives a shared inode for good, and an
 		 * O_TRUNC drops the pages another writer of it cached:
-		 * never share then; a retry without its lookup gets ESTALE */
-		if (!retried || fs->writeback) {
+		 * never share then; nor where the mount passes files
+		 * through, since the kernel fails an open of an inode that
+		 * mixes passthrough and not (fs_io.c); a retry without its
+		 * lookup gets ESTALE */
+		if (!retried || fs->writeback || fs_pt_on(fs)) {
 			redirect_add(fs, in->ns, o.key, tid, false);
 			return -ESTALE;
 		}

@@ -23,6 +23,8 @@ struct entry {
 	struct entry *next_ino; /* chain in by_ino */
 	struct entry *next_key; /* chain in by_key, while hashed */
 	struct inode_info info;
+	int32_t backing_id;	/* FUSE passthrough, or 0 (inode.h) */
+	uint32_t backing_opens; /* opens using it */
 };
 
 struct inode_table {
@@ -564,6 +566,54 @@ int inode_open(struct inode_table *t, uint64_t ino, int delta)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+int32_t inode_backing_get(struct inode_table *t, uint64_t ino)
+{
+	struct entry *e;
+	int32_t id = 0;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	e = block_entry(t, ino, &rc);
+	if (e && e->backing_id > 0) {
+		e->backing_opens++;
+		id = e->backing_id;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return id;
+}
+
+int inode_backing_set(struct inode_table *t, uint64_t ino, int32_t id)
+{
+	struct entry *e;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	e = block_entry(t, ino, &rc);
+	if (e) {
+		e->backing_id = id;
+		e->backing_opens = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int32_t inode_backing_put(struct inode_table *t, uint64_t ino)
+{
+	struct entry *e;
+	int32_t id = 0;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	e = block_entry(t, ino, &rc);
+	if (e && e->backing_id > 0 && e->backing_opens &&
+	    --e->backing_opens == 0) {
+		id = e->backing_id;
+		e->backing_id = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return id;
 }
 
 long inode_blocks(struct inode_table *t, struct inode_ref **out)

@@ -143,6 +143,18 @@ bool inode_take_missed(struct inode_table *t, uint64_t ino);
 int inode_open(struct inode_table *t, uint64_t ino, int delta);
 
 /*
+ * FUSE passthrough (fs_io.c): the kernel takes one backing file per inode,
+ * shared by every open of it.  inode_backing_get counts one more open on
+ * ino's backing id and returns it (> 0), or 0 when it has none;
+ * inode_backing_set gives it id with one open counted; inode_backing_put
+ * drops one and returns the id to close when it was the last, else 0.
+ * The caller serializes get and set (fs_io.c's lock).
+ */
+int32_t inode_backing_get(struct inode_table *t, uint64_t ino);
+int inode_backing_set(struct inode_table *t, uint64_t ino, int32_t id);
+int32_t inode_backing_put(struct inode_table *t, uint64_t ino);
+
+/*
  * A malloc'd snapshot of every hashed block entry that is not being
  * written, for a caller that checks them against the store without
  * holding the table.  Returns the count (*out NULL when 0) or -ENOMEM.

@@ -299,8 +299,11 @@ static int start_fs(struct daemon *d)
 		.uid = geteuid(),
 		.gid = getegid(),
 		.cluster = d->cl,
-		.writeback = !d->o.writethrough,
+		/* the kernel passes nothing through under the write-back
+		 * cache (fs_io.c) */
+		.writeback = !d->o.writethrough && !d->o.passthrough,
 		.allow_other = d->allow_other,
+		.passthrough = d->o.passthrough,
 	};
 	int rc;
 
@@ -475,7 +478,7 @@ static int mount_fs(struct daemon *d)
 	if (fuse_session_mount(d->se, d->o.cmd.mountpoint) != 0)
 		return -EIO; /* libfuse said why */
 	d->mounted = true;
-	if (!d->o.writethrough)
+	if (!d->o.writethrough && !d->o.passthrough)
 		choose_writeback(d);
 	rc = kvfs_fs_attach_io(d->fs, d->se);
 	if (rc < 0) {

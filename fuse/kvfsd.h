@@ -66,6 +66,7 @@ struct kvfsd_opts {
 	int reformat;
 	int prealloc;
 	int writethrough;
+	int passthrough; /* FUSE passthrough of spilled files (fs_io.c) */
 	/* cluster options (--name VALUE or --name=VALUE) */
 	char *cluster_o;
 	char *node_id_o;

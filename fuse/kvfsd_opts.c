@@ -52,6 +52,7 @@ static const struct fuse_opt kvfsd_fuse_opts[] = {
 	KOPT("lease_max_ms=%s", lease_max_ms_o),
 	KOPT("reformat", reformat),
 	KOPT("prealloc", prealloc),
+	KOPT("passthrough", passthrough),
 	KOPT("writethrough", writethrough),
 	KOPT("--cluster %s", cluster_o),
 	KOPT("--cluster=%s", cluster_o),
@@ -144,6 +145,10 @@ void kvfsd_usage(FILE *fp)
 	      "                     full /dev/shm is found at start)\n"
 	      "  writethrough       no write-back cache: every write(2)\n"
 	      "                     reaches kvfsd before it returns\n"
+	      "  passthrough        the kernel reads files bigger than a\n"
+	      "                     slot straight from their own files\n"
+	      "                     (root, Linux >= 6.9); implies\n"
+	      "                     writethrough\n"
 	      "\n"
 	      "cluster options (kvfs(7), CLUSTER; without --cluster kvfsd is\n"
 	      "a single node and needs no etcd):\n"

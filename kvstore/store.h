@@ -122,6 +122,8 @@ struct kv_ref {
 	 * maps or registers the pool (libkvfs, rdma) or sends a slot's
 	 * worth (the peer protocol) cannot take it */
 	bool spilled;
+	int fd; /* spilled: that file, the store's while the ref lives (FUSE
+		 * passthrough registers it); else -1 */
 };
 
 int kv_store_open(const struct kv_store_config *cfg, struct kv_store **out);

@@ -922,6 +922,7 @@ int kv_store_get(struct kv_store *st, uint32_t ns,
 	if (s != NIL) {
 		blk_ref(st, s);
 		ref->spilled = st->blk[s].spilled;
+		ref->fd = st->blk[s].spilled ? st->blk[s].spill_fd : -1;
 		ref->data = !st->blk[s].spilled	   ? kv_pool_slot(st->pool, s)
 			    : st->blk[s].spill_map ? st->blk[s].spill_map
 						   : (const void *)"";

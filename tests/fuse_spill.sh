@@ -4,7 +4,8 @@
 # renamed, kept across a restart and a kill -9; a file past the capacity
 # or one that nothing can be evicted for is refused with EFBIG or ENOSPC
 # and never published; the spill files go with their files.  With the
-# write-back cache and with -o writethrough.
+# write-back cache, with -o writethrough and with -o passthrough (where
+# kvfsd may not pass files through, the copy path serves them alike).
 set -eu
 
 T=fuse_spill
@@ -16,12 +17,15 @@ fuse_begin
 
 SLOT=262144
 CAP=$((16 * SLOT))
-for opts in "" writethrough; do
+for opts in "" writethrough passthrough; do
+	# the script's writethrough: every write reaches kvfsd (passthrough
+	# implies it)
+	wt=${opts:+writethrough}
 	rm -rf "$POOL" "$POOL.d" "$STATE"
 	O="slot_size=256K,slots=64,capacity=$CAP${opts:+,$opts}"
 	KVFSD_LAYOUT=open kvfsd_start "$O"
 	mkdir "$MNT/eng"
-	"$PY" "$SCRIPT" write "$MNT/eng" $SLOT $CAP $opts || bad "${opts:-write-back}: write"
+	"$PY" "$SCRIPT" write "$MNT/eng" $SLOT $CAP $wt || bad "${opts:-write-back}: write"
 	n=$(find "$POOL.d" -type f | wc -l)
 	[ "$n" -ge 3 ] && ok "${opts:-write-back}: $n spill files beside the pool" ||
 		bad "${opts:-write-back}: $n spill files"
@@ -32,10 +36,10 @@ for opts in "" writethrough; do
 	KVFSD_LAYOUT=open kvfsd_start "$O"
 	"$PY" "$SCRIPT" check "$MNT/eng" $SLOT $CAP || bad "${opts:-write-back}: after kill -9"
 	mkdir "$MNT/lim"
-	"$PY" "$SCRIPT" toobig "$MNT/lim" $SLOT $CAP $opts || bad "${opts:-write-back}: past the capacity"
+	"$PY" "$SCRIPT" toobig "$MNT/lim" $SLOT $CAP $wt || bad "${opts:-write-back}: past the capacity"
 	rm -rf "$MNT/eng" "$MNT/lim"
 	mkdir "$MNT/nsp"
-	"$PY" "$SCRIPT" nospace "$MNT/nsp" $SLOT $CAP $opts || bad "${opts:-write-back}: nothing evictable"
+	"$PY" "$SCRIPT" nospace "$MNT/nsp" $SLOT $CAP $wt || bad "${opts:-write-back}: nothing evictable"
 	rm -rf "$MNT/nsp"
 	n=$(find "$POOL.d" -type f 2>/dev/null | wc -l)
 	[ "$n" = 0 ] && ok "${opts:-write-back}: every file removed, no spill file left" ||

@@ -456,6 +456,7 @@ int kv_store_rename(struct kv_store *st, uint32_t ns, const char *from,
 	rec.size = b->size;
 	rec.checksum = b->checksum;
 	rec.seal_ns = b->seal_ns;
+	rec.spilled = b->spilled; /* its bytes stay where they are */
 	rec.path = p;
 	rec.path_len = tlen;
 	rc = kv_index_move_block(st->ix, ns, kfrom, kto, &rec);
@@ -546,6 +547,7 @@ int kv_store_set_path(struct kv_store *st, uint32_t ns, const char *path)
 	rec.checksum = b->checksum;
 	rec.seal_ns = b->seal_ns;
 	rec.has_parent = b->has_parent;
+	rec.spilled = b->spilled;
 	memcpy(rec.parent, b->parent, KVFS_HASH_LEN);
 	rec.path = p;
 	rec.path_len = len;

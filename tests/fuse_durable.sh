@@ -4,8 +4,9 @@
 # sent right after that close returned, and is published at the restart;
 # a file written again after its close never appears half-written.  Ten
 # rounds of kill and restart, new files, O_TRUNC rewrites and renames,
-# with the write-back cache and with -o writethrough, in an open
-# namespace; then a chain namespace's block closed right before the kill.
+# with the write-back cache, with -o writethrough and with -o passthrough
+# (which implies it), in an open namespace; then a chain namespace's
+# block closed right before the kill.
 set -eu
 
 T=fuse_durable
@@ -25,14 +26,16 @@ reap() {
 	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
 }
 
-for opts in "" writethrough; do
+for opts in "" writethrough passthrough; do
 	rm -rf "$POOL" "$POOL.d"
 	rm -rf "$STATE"
-	KVFSD_LAYOUT=open kvfsd_start "slot_size=512K,slots=256${opts:+,$opts}"
+	# files of ~300 KB: bigger than a slot, they spill (kvfsd(8))
+	KVFSD_LAYOUT=open kvfsd_start "slot_size=256K,slots=256${opts:+,$opts}"
 	mkdir "$MNT/eng"
 	r=1
 	while [ "$r" -le "$ROUNDS" ]; do
-		"$PY" "$SCRIPT" write "$MNT/eng" "$r" "$DPID" $opts \
+		"$PY" "$SCRIPT" write "$MNT/eng" "$r" "$DPID" \
+			${opts:+writethrough} \
 			>"$tmp/w.out" 2>&1 ||
 			true
 		reap

@@ -8,7 +8,10 @@
 #                       "$KVC" serve --listen 127.0.0.1:0 ARGS, stdin
 #                       /dev/null, stdout $tmp/NAME.out (made anew),
 #                       stderr appended to $tmp/NAME.err, under
-#                       timeout $KVC_TIMEOUT when that is set; its pid in
+#                       timeout $KVC_TIMEOUT when that is set (and
+#                       SIGKILL 10 s after its SIGTERM: a daemon whose
+#                       exit hangs, as LeakSanitizer's once did, still
+#                       ends, and so does a test waiting for it); its pid in
 #                       CPID and onto the list in variable VAR (the one
 #                       the caller's trap kills); waits up to 10 s for its
 #                       "listen" line (and "events" with --events);
@@ -26,7 +29,7 @@ conductor_start() {
 	cs_want=listen
 	case " $* " in *" --events "*) cs_want=events ;; esac
 	rm -f "$tmp/$cs_name.out"
-	${KVC_TIMEOUT:+timeout "$KVC_TIMEOUT"} "$KVC" serve \
+	${KVC_TIMEOUT:+timeout -k 10 "$KVC_TIMEOUT"} "$KVC" serve \
 		--listen 127.0.0.1:0 "$@" </dev/null >"$tmp/$cs_name.out" \
 		2>>"$tmp/$cs_name.err" &
 	CPID=$!

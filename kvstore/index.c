@@ -299,6 +299,13 @@ static bool rec_ok(const struct kv_block_rec *rec)
 	       (rec->path_len && rec->path_len <= KV_INDEX_PATH_MAX);
 }
 
+/* a u32 stored big-endian in a key (index.h: keys sort numerically) */
+static uint32_t key_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
 /* 'c' u32be slot */
 static void closed_key(uint8_t key[KV_INDEX_CLOSED_KEY_LEN], uint32_t slot)
 {
@@ -551,9 +558,28 @@ static int block_step(const char *k, size_t kl, const char *v, size_t vl,
 		s->bad++;
 		return 0;
 	}
-	ns = (uint32_t)u[1] << 24 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 8 |
-	     u[4];
+	ns = key_be32(u + 1);
 	return s->fn(ns, u + 5, &rec, s->arg);
+}
+
+/* a scan of block-like records (prefix 'b' or 'c') through step */
+static int scan_records(struct kv_index *ix, char prefix,
+			int (*step)(const char *k, size_t kl, const char *v,
+				    size_t vl, void *arg),
+			int (*fn)(uint32_t ns,
+				  const uint8_t hash[KVFS_HASH_LEN],
+				  const struct kv_block_rec *rec, void *arg),
+			void *arg, uint64_t *bad)
+{
+	struct block_scan s = { fn, arg, 0 };
+	int rc;
+
+	if (!ix || !fn)
+		return -EINVAL;
+	rc = ix_scan(ix, prefix, step, &s);
+	if (bad)
+		*bad = s.bad;
+	return rc;
 }
 
 int kv_index_scan_blocks(struct kv_index *ix,
@@ -562,15 +588,7 @@ int kv_index_scan_blocks(struct kv_index *ix,
 				   const struct kv_block_rec *rec, void *arg),
 			 void *arg, uint64_t *bad)
 {
-	struct block_scan s = { fn, arg, 0 };
-	int rc;
-
-	if (!ix || !fn)
-		return -EINVAL;
-	rc = ix_scan(ix, 'b', block_step, &s);
-	if (bad)
-		*bad = s.bad;
-	return rc;
+	return scan_records(ix, 'b', block_step, fn, arg, bad);
 }
 
 static int closed_step(const char *k, size_t kl, const char *v, size_t vl,
@@ -588,8 +606,7 @@ static int closed_step(const char *k, size_t kl, const char *v, size_t vl,
 		s->bad++;
 		return 0;
 	}
-	slot = (uint32_t)(uint8_t)k[1] << 24 | (uint32_t)(uint8_t)k[2] << 16 |
-	       (uint32_t)(uint8_t)k[3] << 8 | (uint8_t)k[4];
+	slot = key_be32((const uint8_t *)k + 1);
 	if (slot != rec.slot) {
 		kvfs_warn("index: skipping a close record of another slot");
 		s->bad++;
@@ -604,15 +621,7 @@ int kv_index_scan_closed(struct kv_index *ix,
 				   const struct kv_block_rec *rec, void *arg),
 			 void *arg, uint64_t *bad)
 {
-	struct block_scan s = { fn, arg, 0 };
-	int rc;
-
-	if (!ix || !fn)
-		return -EINVAL;
-	rc = ix_scan(ix, 'c', closed_step, &s);
-	if (bad)
-		*bad = s.bad;
-	return rc;
+	return scan_records(ix, 'c', closed_step, fn, arg, bad);
 }
 
 struct dir_scan {
@@ -635,8 +644,7 @@ static int dir_step(const char *k, size_t kl, const char *v, size_t vl,
 		s->bad++;
 		return 0;
 	}
-	ns = (uint32_t)u[1] << 24 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 8 |
-	     u[4];
+	ns = key_be32(u + 1);
 	return s->fn(ns, k + 5, kl - 5, kv_get_le64((const uint8_t *)v),
 		     s->arg);
 }

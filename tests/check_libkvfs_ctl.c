@@ -344,7 +344,8 @@ END_TEST
  * everyone here, so only the pool file stands in the way.  Exit status:
  * 0 when every call returned what was expected, else the failed step.
  */
-static int other_user(const uint8_t *h, int map_want, int alloc_want)
+static int other_user(const char *sock, const uint8_t *h, int map_want,
+		      int alloc_want)
 {
 	struct kvfs_wblock *wb;
 	struct kvfs *k;
@@ -354,7 +355,7 @@ static int other_user(const uint8_t *h, int map_want, int alloc_want)
 
 	if (setgid(65534) || setuid(65534))
 		return 10;
-	if (kvfs_connect(SOCK, &k))
+	if (kvfs_connect(sock, &k))
 		return 11;
 	if (kvfs_map(k, "m", h, &p, &len) != map_want)
 		return 12;
@@ -364,13 +365,30 @@ static int other_user(const uint8_t *h, int map_want, int alloc_want)
 	return 0;
 }
 
+/*
+ * The child execs this program anew (main: --other-user) rather than go
+ * on after fork: the parent has threads (the control server's), and one
+ * of them may hold the allocator's lock at the fork, which the child's
+ * first malloc would then wait for forever (seen under ASan).
+ */
 static int run_other(const uint8_t *h, int map_want, int alloc_want)
 {
+	char hex[2 * (KVFS_HASH_LEN + 1) + 1], mw[16], aw[16];
+	char *argv[] = {
+		"check_libkvfs_ctl", "--other-user", SOCK, hex, mw, aw, NULL
+	};
 	int status = -1;
-	pid_t pid = fork();
+	pid_t pid;
 
-	if (pid == 0)
-		_exit(other_user(h, map_want, alloc_want));
+	for (int i = 0; i < KVFS_HASH_LEN + 1; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	snprintf(mw, sizeof(mw), "%d", map_want);
+	snprintf(aw, sizeof(aw), "%d", alloc_want);
+	pid = fork();
+	if (pid == 0) {
+		execv("/proc/self/exe", argv);
+		_exit(99);
+	}
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
@@ -775,10 +793,26 @@ START_TEST(test_lying_status)
 }
 END_TEST
 
-int main(void)
+/* run_other's child: --other-user SOCK HEX MAP_WANT ALLOC_WANT */
+static int other_main(char **argv)
 {
-	Suite *s = suite_create("libkvfs_ctl");
-	TCase *tc = tcase_create("ctl");
+	uint8_t h[KVFS_HASH_LEN + 1];
+
+	for (int i = 0; i < KVFS_HASH_LEN + 1; i++)
+		if (sscanf(argv[3] + 2 * i, "%2hhx", &h[i]) != 1)
+			return 98;
+	return other_user(argv[2], h, atoi(argv[4]), atoi(argv[5]));
+}
+
+int main(int argc, char **argv)
+{
+	Suite *s;
+	TCase *tc;
+
+	if (argc == 6 && strcmp(argv[1], "--other-user") == 0)
+		return other_main(argv);
+	s = suite_create("libkvfs_ctl");
+	tc = tcase_create("ctl");
 
 	tu_init("libkvfs_ctl");
 	tcase_add_checked_fixture(tc, setup, teardown);

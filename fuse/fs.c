@@ -411,8 +411,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* an interrupted open gets no release: undo it here */
 	if (fuse_reply_open(req, fi) != 0) {
 		if (f->kind == FILE_TEXT) {
-			free(f->text);
-			free(f);
+			fs_text_free(fs, f);
 		} else {
 			if (f->kind == FILE_WRITE)
 				f->err = -EINTR; /* nothing is published */
@@ -474,12 +473,10 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 {
 	struct kvfs_file *f = file_of(fi);
 
-	if (f->kind == FILE_TEXT) {
-		free(f->text);
-		free(f);
-	} else {
+	if (f->kind == FILE_TEXT)
+		fs_text_free(fs_of(req), f);
+	else
 		fs_release_block(fs_of(req), f);
-	}
 	fuse_reply_err(req, 0);
 }
 
@@ -581,6 +578,12 @@ int kvfs_fs_new(const struct kvfs_fs_config *cfg, struct kvfs_fs **out)
 		free(fs);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&fs->text_lock, NULL)) {
+		pthread_mutex_destroy(&fs->io.pt_lock);
+		pthread_mutex_destroy(&fs->stage_lock);
+		free(fs);
+		return -ENOMEM;
+	}
 	fs->start_ns = kvfs_wall_ns();
 	fs->mountpoint = strdup(cfg->mountpoint);
 	fs->socket = strdup(cfg->socket);
@@ -607,8 +610,11 @@ void kvfs_fs_free(struct kvfs_fs *fs)
 	fs_notify_free(fs);
 	fs_open_free(fs);
 	inode_table_free(fs->it);
+	while (fs->texts)
+		fs_text_free(fs, fs->texts);
 	pthread_mutex_destroy(&fs->stage_lock);
 	pthread_mutex_destroy(&fs->io.pt_lock);
+	pthread_mutex_destroy(&fs->text_lock);
 	free(fs->mountpoint);
 	free(fs->socket);
 	free(fs->node);

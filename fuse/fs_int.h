@@ -170,6 +170,10 @@ struct kvfs_fs {
 	size_t redirect_n;   /* entries below the last one in use */
 	size_t redirect_cap; /* entries allocated */
 	struct fs_io io;     /* fs_io.c */
+	/* .kvfs files open now (text_lock): freed at unmount if their
+	 * RELEASE never comes (a reader's close racing the daemon's exit) */
+	pthread_mutex_t text_lock;
+	struct kvfs_file *texts;
 };
 
 enum file_kind {
@@ -226,6 +230,7 @@ struct kvfs_file {
 	/* FILE_TEXT */
 	char *text;
 	size_t len;
+	struct kvfs_file *text_prev, *text_next; /* fs->texts */
 };
 
 static inline struct kvfs_fs *fs_of(fuse_req_t req)
@@ -288,6 +293,8 @@ int fs_pt_open(struct kvfs_fs *fs, fuse_ino_t ino, struct kvfs_file *f,
 void fs_pt_release(struct kvfs_fs *fs, struct kvfs_file *f);
 /* does the mount pass spilled files through (for stats) */
 bool fs_pt_on(struct kvfs_fs *fs);
+/* a .kvfs file is gone: off fs->texts, and freed (fs_meta.c) */
+void fs_text_free(struct kvfs_fs *fs, struct kvfs_file *f);
 /* a writer's close (by task pid) or fsync (pid 0): its file as it is now
  * survives a crash of kvfsd (fs_block.c); the file's error, f->lock held */
 int fs_closed_locked(struct kvfs_fs *fs, struct kvfs_file *f, pid_t pid);

@@ -249,8 +249,28 @@ int fs_open_meta(struct kvfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->noflush = 1;
+	pthread_mutex_lock(&fs->text_lock);
+	f->text_next = fs->texts;
+	if (fs->texts)
+		fs->texts->text_prev = f;
+	fs->texts = f;
+	pthread_mutex_unlock(&fs->text_lock);
 	*out = f;
 	return 0;
+}
+
+void fs_text_free(struct kvfs_fs *fs, struct kvfs_file *f)
+{
+	pthread_mutex_lock(&fs->text_lock);
+	if (f->text_prev)
+		f->text_prev->text_next = f->text_next;
+	else
+		fs->texts = f->text_next;
+	if (f->text_next)
+		f->text_next->text_prev = f->text_prev;
+	pthread_mutex_unlock(&fs->text_lock);
+	free(f->text);
+	free(f);
 }
 
 void fs_readdir_meta(fuse_req_t req, size_t size, off_t off)

@@ -713,6 +713,14 @@ void blk_unclose(struct kv_store *st, struct blk *b, uint32_t slot)
 	b->closed = 0;
 }
 
+/* the CRC of a live block's bytes, wherever they are */
+static int blk_crc(struct kv_store *st, const struct blk *b, uint32_t slot,
+		   uint32_t *crc)
+{
+	return blk_bytes_crc(st, slot, b->spilled,
+			     b->spilled ? b->spill_fd : -1, b->size, crc);
+}
+
 int blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot,
 		 uint32_t *crc)
 {
@@ -720,8 +728,7 @@ int blk_seal_crc(struct kv_store *st, const struct blk *b, uint32_t slot,
 		*crc = b->close_crc;
 		return 0;
 	}
-	return blk_bytes_crc(st, slot, b->spilled,
-			     b->spilled ? b->spill_fd : -1, b->size, crc);
+	return blk_crc(st, b, slot, crc);
 }
 
 int kv_store_closed(struct kv_store *st, uint32_t wh, const char *path,
@@ -747,8 +754,7 @@ int kv_store_closed(struct kv_store *st, uint32_t wh, const char *path,
 	memset(&rec, 0, sizeof(rec));
 	rec.slot = wh;
 	rec.size = b->size;
-	rc = blk_bytes_crc(st, wh, b->spilled, b->spilled ? b->spill_fd : -1,
-			   b->size, &rec.checksum);
+	rc = blk_crc(st, b, wh, &rec.checksum);
 	if (rc < 0)
 		return rc;
 	rec.seal_ns = kvfs_wall_ns();
